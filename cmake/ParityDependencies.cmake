@@ -1,0 +1,40 @@
+# Every third-party dependency, found once, as an imported target. A missing one stops the
+# configure step with the Debian package that provides it (scripts/install-deps.sh installs all).
+
+macro(parity_find_package name debian_package)
+  find_package(${name} ${ARGN} QUIET)
+  if(NOT ${name}_FOUND)
+    message(FATAL_ERROR
+      "parity: CMake package '${name}' not found. Install the Debian package "
+      "'${debian_package}' (or run scripts/install-deps.sh, which installs everything).")
+  endif()
+endmacro()
+
+parity_find_package(nlohmann_json nlohmann-json3-dev)
+parity_find_package(tomlplusplus libtomlplusplus-dev)
+parity_find_package(CLI11 libcli11-dev)
+parity_find_package(fmt libfmt-dev)
+parity_find_package(ZLIB zlib1g-dev)
+parity_find_package(Threads libc6-dev)
+parity_find_package(Torch libtorch-dev)
+parity_find_package(Gloo libgloo-dev)
+if(PARITY_BUILD_TESTS)
+  parity_find_package(GTest libgtest-dev)
+endif()
+if(PARITY_BUILD_BENCH)
+  parity_find_package(benchmark libbenchmark-dev)
+endif()
+
+# Torch: TorchConfig.cmake defines a plain `torch` target plus TORCH_CXX_FLAGS (the ABI flag);
+# wrap it so that consumers get both, and the shim include directory for the one header that
+# Debian's libtorch-dev omits (see cmake/torch_shim/.../context.h).
+add_library(parity::torch INTERFACE IMPORTED GLOBAL)
+target_link_libraries(parity::torch INTERFACE ${TORCH_LIBRARIES})
+target_include_directories(parity::torch SYSTEM INTERFACE
+  "${CMAKE_CURRENT_LIST_DIR}/torch_shim")
+separate_arguments(_parity_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+target_compile_options(parity::torch INTERFACE ${_parity_torch_flags})
+
+# Gloo: Debian ships GlooTargets.cmake with a `gloo` target.
+add_library(parity::gloo INTERFACE IMPORTED GLOBAL)
+target_link_libraries(parity::gloo INTERFACE gloo)

@@ -1,0 +1,10 @@
+# parity_warnings: the language standard and the warning set every target of ours links.
+add_library(parity_warnings INTERFACE)
+target_compile_features(parity_warnings INTERFACE cxx_std_17)
+target_compile_options(parity_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow=local)
+if(PARITY_WERROR)
+  target_compile_options(parity_warnings INTERFACE -Werror)
+endif()
+set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_CXX_EXTENSIONS OFF)

@@ -1,0 +1,88 @@
+// Case files: the TOML description of one training scenario that both engines run.
+// The schema (every key, its type, default and meaning) is documented in docs/case-schema.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace parity {
+
+struct ModelSpec {
+  // Layer widths including input and output: {784, 256, 10} is 784 -> 256 -> 10.
+  // Layer i is `dense{i}` with kernel (widths[i], widths[i+1]) and bias (widths[i+1]).
+  std::vector<int64_t> widths;
+  std::string activation = "tanh";           // tanh | relu | gelu, between layers
+  std::string loss = "softmax_cross_entropy";  // softmax_cross_entropy (integer labels) | mse
+};
+
+struct DataSpec {
+  std::string dataset = "fashion-mnist";  // fashion-mnist | synthetic-linear
+  int64_t per_replica_batch = 64;
+  uint64_t seed = 0;        // DistributedSampler seed (shuffle order), as in PyTorch
+  bool shuffle = true;
+  bool drop_last = false;   // of DistributedSampler and of the DataLoader alike
+  // synthetic-linear only: how many samples, and the seed that generates them.
+  int64_t synthetic_num_samples = 8192;
+  uint64_t synthetic_seed = 0;
+};
+
+struct ParallelSpec {
+  int64_t replicas = 8;   // data-parallel world size
+  int64_t processes = 1;  // processes the replicas are spread over
+};
+
+struct TrainSpec {
+  int64_t steps = 200;
+  std::string optimizer = "adam";  // sgd | adam | adamw
+  double lr = 1e-3;
+  double momentum = 0.0;     // sgd
+  bool nesterov = false;     // sgd
+  double weight_decay = 0.0; // sgd (L2), adamw (decoupled); adam (L2, as torch.optim.Adam)
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double clip_grad_norm = 0.0;   // 0 disables clipping by global norm
+  int64_t grad_accum_steps = 1;  // micro-batches per optimizer step
+  std::string dtype = "f32";     // f32 | bf16 | f16 (compute dtype; master weights stay f32)
+  std::vector<int64_t> record_steps;  // steps whose tensors are written to tensors/
+};
+
+struct InitSpec {
+  std::string scheme = "jax-normal";  // kernels normal(split(key)[i]) * scale, biases zero
+  uint64_t seed = 0;
+  double scale = 0.01;
+};
+
+struct CaseSpec {
+  std::string name;
+  std::string description;
+  std::filesystem::path source_file;  // the TOML file it was loaded from
+  ModelSpec model;
+  DataSpec data;
+  ParallelSpec parallel;
+  TrainSpec train;
+  InitSpec init;
+
+  // Hex digest of the canonical form of the case after overrides: two runs with the same hash
+  // ran the same scenario.
+  std::string hash() const;
+  // The canonical TOML text of the case (what hash() digests), for run.json and reports.
+  std::string to_toml() const;
+};
+
+// Where case files are looked up by name: $PARITY_CASES_DIR if set, else the repository's
+// cases/ folder (compiled in).
+std::filesystem::path cases_dir();
+
+// Loads `name_or_path` (a case name in cases_dir() or a path to a .toml file), applies the
+// `section.key=value` overrides in order, and validates. Unknown keys, wrong types and
+// out-of-range values throw InputError naming file:line (or the override) and the fix.
+CaseSpec load_case(const std::string& name_or_path,
+                   const std::vector<std::string>& overrides = {});
+
+// Every case in cases_dir(), sorted by name.
+std::vector<CaseSpec> list_cases();
+
+}  // namespace parity

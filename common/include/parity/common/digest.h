@@ -1,0 +1,27 @@
+// Content digests used in run directories (sample ids of a step, parameter replicas) and case
+// hashes: 64-bit FNV-1a, printed as 16 hex digits. Not cryptographic; it identifies content.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace parity {
+
+class Fnv1a64 {
+ public:
+  Fnv1a64& update(const void* data, size_t num_bytes);
+  Fnv1a64& update(std::string_view text) { return update(text.data(), text.size()); }
+  uint64_t value() const { return state_; }
+  std::string hex() const;
+
+ private:
+  uint64_t state_ = 14695981039346656037ull;
+};
+
+// Digest of a list of sample ids as little-endian int64 values.
+std::string digest_sample_ids(const std::vector<int64_t>& ids);
+
+}  // namespace parity

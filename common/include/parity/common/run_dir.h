@@ -1,0 +1,107 @@
+// The run directory: the one contract between producers (ddp_ref, pmap_engine, importers) and
+// the comparison harness. Layout (docs/design.md, "Run directory"; README "Run directory"):
+//   run.json        RunInfo, schema versioned, rewritten atomically at start and at the end
+//   metrics.jsonl   one StepMetrics object per line, appended and flushed every step
+//   tensors/        step_NNNNNN.safetensors at the case's record steps
+// A run that did not finish keeps status "running" (the producer died) or "incomplete" (it
+// failed and said why); readers never pass either off as complete.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "parity/common/host_tensor.h"
+
+namespace parity {
+
+inline constexpr int kRunSchemaVersion = 1;
+
+struct StepMetrics {
+  int64_t step = 0;                   // 0-based optimizer step
+  double loss = 0;                    // global mean loss over all replicas' samples
+  std::vector<double> replica_losses; // each replica's mean loss on its own batch
+  double grad_norm = 0;               // global L2 norm of the reduced gradient
+  double param_norm = 0;              // global L2 norm of the parameters after the update
+  double lr = 0;
+  double step_seconds = 0;
+  std::string samples_digest;         // digest_sample_ids of the step's global sample ids
+  std::vector<std::string> replica_samples;  // per-replica digests, when the case asks
+};
+
+struct RunTimings {
+  double setup_seconds = 0;
+  double first_step_seconds = 0;       // includes compilation / warm-up
+  double steady_step_median_seconds = 0;
+  double steady_step_spread_seconds = 0;  // interquartile range of steps after the first
+  int64_t steady_steps = 0;
+};
+
+struct MemoryReport {
+  std::vector<int64_t> peak_bytes_per_replica;
+  std::string method;  // how it was measured, e.g. "counting CPU allocator (thread ranks)"
+};
+
+struct RunInfo {
+  int schema_version = kRunSchemaVersion;
+  std::string producer;    // ddp_ref | pmap_engine | import:<source>
+  std::string status = "running";  // running | complete | incomplete
+  std::string failure;     // why, when incomplete
+  std::string case_name;
+  std::string case_hash;
+  std::string case_toml;   // the canonical case, overrides applied
+  int64_t replicas = 0;
+  int64_t processes = 1;
+  std::string dtype;
+  std::string optimizer;
+  uint64_t seed = 0;
+  std::map<std::string, std::string> versions;  // "parity", "libtorch", "gloo", ...
+  std::string host;
+  std::string started_at;  // ISO 8601 UTC
+  RunTimings timings;
+  MemoryReport memory;
+  std::map<std::string, double> results;  // e.g. "final_loss", "test_accuracy"
+};
+
+class RunDirWriter {
+ public:
+  // Creates `dir` (and tensors/), refusing a directory that already holds a run.json unless
+  // `overwrite`; writes run.json with status "running".
+  RunDirWriter(std::filesystem::path dir, RunInfo info, bool overwrite = false);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  RunInfo& info() { return info_; }
+
+  void append_step(const StepMetrics& metrics);  // one line, flushed
+  void write_tensors(int64_t step, const NamedTensors& tensors);
+  void finish();                                  // status "complete"
+  void mark_incomplete(const std::string& why);   // status "incomplete", failure = why
+
+ private:
+  void write_run_json() const;
+
+  std::filesystem::path dir_;
+  RunInfo info_;
+  std::ofstream metrics_;
+};
+
+struct RunDir {
+  std::filesystem::path dir;
+  RunInfo info;
+  std::vector<StepMetrics> steps;
+  std::vector<int64_t> tensor_steps;  // steps with a tensors/step_NNNNNN.safetensors
+};
+
+// Reads and validates a run directory (schema version, required keys, types, step order).
+// Errors name the file and the line.
+RunDir read_run_dir(const std::filesystem::path& dir);
+NamedTensors read_step_tensors(const std::filesystem::path& dir, int64_t step);
+
+// ISO 8601 UTC "2026-12-02T16:30:00Z" for now.
+std::string utc_timestamp_now();
+
+}  // namespace parity
