@@ -1,0 +1,40 @@
+// parity: proves a training job migrated from PyTorch DDP to JAX pmap does the same thing.
+//
+// Exit codes: 0 success; 1 the run failed (a rank died, a value became non-finite);
+// 2 bad input (arguments, case files, data files); 3 an internal error (a bug to report).
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "parity/common/error.h"
+#include "rng_command.h"
+
+#ifndef PARITY_VERSION
+#define PARITY_VERSION "unknown"
+#endif
+
+int main(int argc, char** argv) {
+  CLI::App app{"parity: check that a PyTorch DDP job and its JAX pmap port train the same way"};
+  app.set_version_flag("--version", std::string("parity ") + PARITY_VERSION);
+  app.require_subcommand(1);
+  parity::cli::register_init_command(app);
+  parity::cli::register_cases_command(app);
+  parity::cli::register_ddp_command(app);
+  register_rng_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error) == 0 ? 0 : 2;
+  } catch (const parity::InputError& error) {
+    std::cerr << "parity: error: " << error.what() << "\n";
+    return 2;
+  } catch (const parity::RunError& error) {
+    std::cerr << "parity: run failed: " << error.what() << "\n";
+    return 1;
+  } catch (const std::exception& error) {
+    std::cerr << "parity: internal error: " << error.what() << "\n";
+    return 3;
+  }
+  return 0;
+}

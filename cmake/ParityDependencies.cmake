@@ -34,6 +34,9 @@ target_include_directories(parity::torch SYSTEM INTERFACE
   "${CMAKE_CURRENT_LIST_DIR}/torch_shim")
 separate_arguments(_parity_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 target_compile_options(parity::torch INTERFACE ${_parity_torch_flags})
+# ProcessGroupGloo.hpp declares its class only under USE_C10D_GLOO, the flag LibTorch itself was
+# built with (Debian builds c10d with Gloo).
+target_compile_definitions(parity::torch INTERFACE USE_C10D_GLOO)
 
 # Gloo: Debian ships GlooTargets.cmake with a `gloo` target.
 add_library(parity::gloo INTERFACE IMPORTED GLOBAL)

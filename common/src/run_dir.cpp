@@ -1,0 +1,622 @@
+// Run directory writer and reader (schema 1). Files, as written here:
+//
+//   run.json       {"format": "parity-run", "schema_version": 1, "producer", "status", "failure",
+//                   "case": {"name", "hash", "toml"}, "replicas", "processes", "dtype",
+//                   "optimizer", "seed", "versions": {name: version}, "host", "started_at",
+//                   "timings": {"setup_seconds", "first_step_seconds",
+//                               "steady_step_median_seconds", "steady_step_spread_seconds",
+//                               "steady_steps"},
+//                   "memory": {"peak_bytes_per_replica": [...], "method"},
+//                   "results": {name: number}}
+//                  Replaced atomically (temp file + rename), so a reader never sees half of it.
+//   metrics.jsonl  one compact object per step: step, loss, replica_losses, grad_norm,
+//                  param_norm, lr, step_seconds, samples_digest, and replica_samples only when
+//                  the producer recorded them. Each line is flushed as soon as it is written, so
+//                  a killed producer leaves at most one truncated last line.
+//   tensors/       step_NNNNNN.safetensors (write_safetensors, itself atomic).
+//
+// Non-finite numbers. JSON has no NaN or infinity (nlohmann would write them as null, losing
+// which one it was), yet a diverging run is exactly what the harness must see. Every double in
+// both files is therefore written as a JSON number when finite and as one of the strings "NaN",
+// "Infinity", "-Infinity" otherwise (the spellings of JavaScript and Python's json module), and
+// the reader accepts either form wherever a number is expected.
+#include "parity/common/run_dir.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <utility>
+
+#include "parity/common/error.h"
+#include "parity/common/tensor_file.h"
+
+namespace parity {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;  // keeps keys in the order written, for people reading files
+
+constexpr const char* kRunFormat = "parity-run";
+constexpr const char* kRunJson = "run.json";
+constexpr const char* kMetricsJsonl = "metrics.jsonl";
+constexpr const char* kTensorsDir = "tensors";
+
+// ---------------------------------------------------------------------------------------------
+// Non-finite doubles (see the file comment).
+
+Json number_to_json(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "Infinity" : "-Infinity";
+  return value;
+}
+
+std::optional<double> number_from_json(const Json& value) {
+  if (value.is_number()) return value.get<double>();
+  if (!value.is_string()) return std::nullopt;
+  const auto& text = value.get_ref<const std::string&>();
+  if (text == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  if (text == "Infinity") return std::numeric_limits<double>::infinity();
+  if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
+  return std::nullopt;
+}
+
+Json numbers_to_json(const std::vector<double>& values) {
+  Json array = Json::array();
+  for (double value : values) array.push_back(number_to_json(value));
+  return array;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Typed field access with errors that name the file (and line) and the key path.
+
+std::string describe_json(const Json& value) {
+  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return std::string(value.type_name()) + " " + text;
+}
+
+class ObjectReader {
+ public:
+  // `where` names the file (and line); `prefix` is the key path of `object` ("" at the top).
+  ObjectReader(const Json& object, std::string where, std::string prefix = "")
+      : object_(object), where_(std::move(where)), prefix_(std::move(prefix)) {}
+
+  const Json& field(const std::string& key) const {
+    const auto found = object_.find(key);
+    if (found == object_.end()) {
+      throw InputError(where_ + ": missing key \"" + path(key) + "\"");
+    }
+    return *found;
+  }
+
+  bool has(const std::string& key) const { return object_.contains(key); }
+
+  std::string string(const std::string& key) const {
+    const Json& value = field(key);
+    if (!value.is_string()) fail_type(key, "a string", value);
+    return value.get<std::string>();
+  }
+
+  int64_t integer(const std::string& key) const {
+    const Json& value = field(key);
+    if (!value.is_number_integer() ||
+        (value.is_number_unsigned() &&
+         value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+      fail_type(key, "an integer", value);
+    }
+    return value.get<int64_t>();
+  }
+
+  uint64_t unsigned_integer(const std::string& key) const {
+    const Json& value = field(key);
+    if (!value.is_number_unsigned()) fail_type(key, "a non-negative integer", value);
+    return value.get<uint64_t>();
+  }
+
+  double number(const std::string& key) const {
+    const Json& value = field(key);
+    const std::optional<double> number = number_from_json(value);
+    if (!number) fail_type(key, kNumberExpectation, value);
+    return *number;
+  }
+
+  std::vector<double> numbers(const std::string& key) const {
+    std::vector<double> values;
+    for (const Json& element : array(key)) {
+      const std::optional<double> number = number_from_json(element);
+      if (!number)
+        fail_type(key + "[" + std::to_string(values.size()) + "]", kNumberExpectation, element);
+      values.push_back(*number);
+    }
+    return values;
+  }
+
+  std::vector<int64_t> integers(const std::string& key) const {
+    std::vector<int64_t> values;
+    for (const Json& element : array(key)) {
+      if (!element.is_number_integer()) {
+        fail_type(key + "[" + std::to_string(values.size()) + "]", "an integer", element);
+      }
+      values.push_back(element.get<int64_t>());
+    }
+    return values;
+  }
+
+  std::vector<std::string> strings(const std::string& key) const {
+    std::vector<std::string> values;
+    for (const Json& element : array(key)) {
+      if (!element.is_string()) {
+        fail_type(key + "[" + std::to_string(values.size()) + "]", "a string", element);
+      }
+      values.push_back(element.get<std::string>());
+    }
+    return values;
+  }
+
+  ObjectReader object(const std::string& key) const {
+    const Json& value = field(key);
+    if (!value.is_object()) fail_type(key, "an object", value);
+    return ObjectReader(value, where_, path(key) + ".");
+  }
+
+  std::map<std::string, std::string> string_map(const std::string& key) const {
+    const ObjectReader map_reader = object(key);
+    std::map<std::string, std::string> values;
+    for (const auto& item : map_reader.object_.items())
+      values[item.key()] = map_reader.string(item.key());
+    return values;
+  }
+
+  std::map<std::string, double> number_map(const std::string& key) const {
+    const ObjectReader map_reader = object(key);
+    std::map<std::string, double> values;
+    for (const auto& item : map_reader.object_.items())
+      values[item.key()] = map_reader.number(item.key());
+    return values;
+  }
+
+ private:
+  static constexpr const char* kNumberExpectation =
+      "a number (or \"NaN\", \"Infinity\", \"-Infinity\")";
+
+  std::string path(const std::string& key) const { return prefix_ + key; }
+
+  const Json& array(const std::string& key) const {
+    const Json& value = field(key);
+    if (!value.is_array()) fail_type(key, "an array", value);
+    return value;
+  }
+
+  [[noreturn]] void fail_type(const std::string& key, const char* expected,
+                              const Json& found) const {
+    throw InputError(where_ + ": key \"" + path(key) + "\": expected " + expected + ", found " +
+                     describe_json(found));
+  }
+
+  const Json& object_;
+  std::string where_;
+  std::string prefix_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Files.
+
+std::string read_text_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot open " + path.string() + ": " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError("cannot read " + path.string());
+  return text.str();
+}
+
+// nlohmann's message without its "[json.exception.parse_error.101] parse error at ...: " prefix.
+std::string parse_error_detail(const nlohmann::json::parse_error& error) {
+  const std::string what = error.what();
+  const size_t colon = what.find(": ");
+  return colon == std::string::npos ? what : what.substr(colon + 2);
+}
+
+struct TextPosition {
+  size_t line = 1;    // 1-based
+  size_t column = 1;  // 1-based
+};
+
+// `byte` is nlohmann's parse_error::byte: the 1-based index of the character it stopped at.
+TextPosition position_of_byte(const std::string& text, size_t byte) {
+  TextPosition position;
+  const size_t end = std::min(byte == 0 ? 0 : byte - 1, text.size());
+  for (size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') {
+      ++position.line;
+      position.column = 1;
+    } else {
+      ++position.column;
+    }
+  }
+  return position;
+}
+
+void write_text_file_atomically(const fs::path& path, const std::string& text) {
+  const fs::path temp_path = path.parent_path() / ("." + path.filename().string() + ".tmp");
+  {
+    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
+    if (!out) throw RunError("cannot write " + temp_path.string() + ": " + std::strerror(errno));
+    out << text;
+    out.flush();
+    if (!out) throw RunError("writing " + temp_path.string() + " failed: " + std::strerror(errno));
+  }
+  std::error_code error;
+  fs::rename(temp_path, path, error);
+  if (error) {
+    throw RunError("cannot move " + temp_path.string() + " to " + path.string() + ": " +
+                   error.message());
+  }
+}
+
+fs::path tensor_file_path(const fs::path& dir, int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step_%06lld.safetensors", static_cast<long long>(step));
+  return dir / kTensorsDir / name;
+}
+
+// "step_000012.safetensors" -> 12; nullopt for any other name (temp files, stray files).
+std::optional<int64_t> step_of_tensor_file(const std::string& name) {
+  const std::string prefix = "step_";
+  const std::string suffix = ".safetensors";
+  if (name.size() <= prefix.size() + suffix.size()) return std::nullopt;
+  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return std::nullopt;
+  const std::string digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return std::stoll(digits);
+}
+
+// ---------------------------------------------------------------------------------------------
+// RunInfo <-> JSON.
+
+Json run_info_to_json(const RunInfo& info) {
+  Json timings = {
+      {"setup_seconds", number_to_json(info.timings.setup_seconds)},
+      {"first_step_seconds", number_to_json(info.timings.first_step_seconds)},
+      {"steady_step_median_seconds", number_to_json(info.timings.steady_step_median_seconds)},
+      {"steady_step_spread_seconds", number_to_json(info.timings.steady_step_spread_seconds)},
+      {"steady_steps", info.timings.steady_steps},
+  };
+  Json memory = {
+      {"peak_bytes_per_replica", info.memory.peak_bytes_per_replica},
+      {"method", info.memory.method},
+  };
+  Json versions = Json::object();
+  for (const auto& [name, version] : info.versions) versions[name] = version;
+  Json results = Json::object();
+  for (const auto& [name, value] : info.results) results[name] = number_to_json(value);
+
+  Json run;
+  run["format"] = kRunFormat;
+  run["schema_version"] = kRunSchemaVersion;
+  run["producer"] = info.producer;
+  run["status"] = info.status;
+  run["failure"] = info.failure;
+  run["case"] = {{"name", info.case_name}, {"hash", info.case_hash}, {"toml", info.case_toml}};
+  run["replicas"] = info.replicas;
+  run["processes"] = info.processes;
+  run["dtype"] = info.dtype;
+  run["optimizer"] = info.optimizer;
+  run["seed"] = info.seed;
+  run["versions"] = versions;
+  run["host"] = info.host;
+  run["started_at"] = info.started_at;
+  run["timings"] = timings;
+  run["memory"] = memory;
+  run["results"] = results;
+  return run;
+}
+
+// format and schema_version first: a newer file must get the "upgrade" message, not a complaint
+// about a key this build has never heard of.
+void check_format(const ObjectReader& run, const std::string& where) {
+  const std::string format = run.string("format");
+  if (format != kRunFormat) {
+    throw InputError(where + ": not a parity run (format \"" + format + "\", expected \"" +
+                     kRunFormat + "\")");
+  }
+  const int64_t schema_version = run.integer("schema_version");
+  if (schema_version > kRunSchemaVersion) {
+    throw InputError(where + ": written by a newer parity (schema " +
+                     std::to_string(schema_version) + "); this build reads schema " +
+                     std::to_string(kRunSchemaVersion) + "; upgrade");
+  }
+  if (schema_version < 1) {
+    throw InputError(where + ": schema_version " + std::to_string(schema_version) +
+                     " is not valid; this build reads schema " + std::to_string(kRunSchemaVersion));
+  }
+}
+
+RunInfo run_info_from_json(const Json& document, const std::string& where) {
+  if (!document.is_object()) {
+    throw InputError(where + ": expected a JSON object at the top level, found " +
+                     describe_json(document));
+  }
+  const ObjectReader run(document, where);
+  check_format(run, where);
+
+  RunInfo info;
+  info.schema_version = static_cast<int>(run.integer("schema_version"));
+  info.producer = run.string("producer");
+  info.status = run.string("status");
+  if (info.status != "running" && info.status != "complete" && info.status != "incomplete") {
+    throw InputError(where + ": key \"status\": expected \"running\", \"complete\" or " +
+                     "\"incomplete\", found \"" + info.status + "\"");
+  }
+  info.failure = run.string("failure");
+  const ObjectReader case_object = run.object("case");
+  info.case_name = case_object.string("name");
+  info.case_hash = case_object.string("hash");
+  info.case_toml = case_object.string("toml");
+  info.replicas = run.integer("replicas");
+  info.processes = run.integer("processes");
+  info.dtype = run.string("dtype");
+  info.optimizer = run.string("optimizer");
+  info.seed = run.unsigned_integer("seed");
+  info.versions = run.string_map("versions");
+  info.host = run.string("host");
+  info.started_at = run.string("started_at");
+  const ObjectReader timings = run.object("timings");
+  info.timings.setup_seconds = timings.number("setup_seconds");
+  info.timings.first_step_seconds = timings.number("first_step_seconds");
+  info.timings.steady_step_median_seconds = timings.number("steady_step_median_seconds");
+  info.timings.steady_step_spread_seconds = timings.number("steady_step_spread_seconds");
+  info.timings.steady_steps = timings.integer("steady_steps");
+  const ObjectReader memory = run.object("memory");
+  info.memory.peak_bytes_per_replica = memory.integers("peak_bytes_per_replica");
+  info.memory.method = memory.string("method");
+  info.results = run.number_map("results");
+  return info;
+}
+
+// ---------------------------------------------------------------------------------------------
+// StepMetrics <-> JSON.
+
+Json step_metrics_to_json(const StepMetrics& metrics) {
+  Json line;
+  line["step"] = metrics.step;
+  line["loss"] = number_to_json(metrics.loss);
+  line["replica_losses"] = numbers_to_json(metrics.replica_losses);
+  line["grad_norm"] = number_to_json(metrics.grad_norm);
+  line["param_norm"] = number_to_json(metrics.param_norm);
+  line["lr"] = number_to_json(metrics.lr);
+  line["step_seconds"] = number_to_json(metrics.step_seconds);
+  line["samples_digest"] = metrics.samples_digest;
+  if (!metrics.replica_samples.empty()) line["replica_samples"] = metrics.replica_samples;
+  return line;
+}
+
+StepMetrics step_metrics_from_json(const Json& line, const std::string& where) {
+  if (!line.is_object()) {
+    throw InputError(where + ": expected a JSON object, found " + describe_json(line));
+  }
+  const ObjectReader reader(line, where);
+  StepMetrics metrics;
+  metrics.step = reader.integer("step");
+  metrics.loss = reader.number("loss");
+  metrics.replica_losses = reader.numbers("replica_losses");
+  metrics.grad_norm = reader.number("grad_norm");
+  metrics.param_norm = reader.number("param_norm");
+  metrics.lr = reader.number("lr");
+  metrics.step_seconds = reader.number("step_seconds");
+  metrics.samples_digest = reader.string("samples_digest");
+  if (reader.has("replica_samples")) metrics.replica_samples = reader.strings("replica_samples");
+  return metrics;
+}
+
+// One line of metrics.jsonl, parsed; `is_last_unterminated` marks a final line without '\n',
+// which is what a producer killed mid-write leaves behind.
+StepMetrics parse_metrics_line(const std::string& text, const std::string& file, size_t line_number,
+                               bool is_last_unterminated) {
+  const std::string where = file + " line " + std::to_string(line_number);
+  Json line;
+  try {
+    line = Json::parse(text);
+  } catch (const nlohmann::json::parse_error& error) {
+    if (is_last_unterminated) {
+      throw InputError(where + ": truncated last line (no newline and not complete JSON); the " +
+                       "producer was probably killed while writing it. Rerun it, or delete the " +
+                       "line to read the steps before it");
+    }
+    const TextPosition position = position_of_byte(text, error.byte);
+    throw InputError(where + ", column " + std::to_string(position.column) +
+                     ": not valid JSON: " + parse_error_detail(error));
+  }
+  return step_metrics_from_json(line, where);
+}
+
+bool is_blank(const std::string& text) {
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
+}
+
+std::vector<StepMetrics> read_metrics(const fs::path& path) {
+  if (!fs::exists(path)) {
+    throw InputError("not a complete run directory: " + path.string() + " is missing");
+  }
+  const std::string text = read_text_file(path);
+  const std::string file = path.string();
+  std::vector<StepMetrics> steps;
+  size_t line_start = 0;
+  for (size_t line_number = 1; line_start < text.size(); ++line_number) {
+    const size_t newline = text.find('\n', line_start);
+    const bool unterminated = newline == std::string::npos;
+    const size_t line_end = unterminated ? text.size() : newline;
+    const std::string line = text.substr(line_start, line_end - line_start);
+    line_start = line_end + 1;
+    if (is_blank(line)) continue;
+
+    StepMetrics metrics = parse_metrics_line(line, file, line_number, unterminated);
+    if (metrics.step < 0) {
+      throw InputError(file + " line " + std::to_string(line_number) + ": step " +
+                       std::to_string(metrics.step) + " is negative");
+    }
+    if (!steps.empty() && metrics.step <= steps.back().step) {
+      throw InputError(file + " line " + std::to_string(line_number) + ": step " +
+                       std::to_string(metrics.step) +
+                       " does not increase (the line before has step " +
+                       std::to_string(steps.back().step) + "); steps must be strictly increasing");
+    }
+    steps.push_back(std::move(metrics));
+  }
+  return steps;
+}
+
+std::vector<int64_t> list_tensor_steps(const fs::path& dir) {
+  std::vector<int64_t> steps;
+  const fs::path tensors_dir = dir / kTensorsDir;
+  std::error_code error;
+  if (!fs::is_directory(tensors_dir, error)) return steps;
+  for (const auto& entry : fs::directory_iterator(tensors_dir)) {
+    if (!entry.is_regular_file()) continue;
+    if (const auto step = step_of_tensor_file(entry.path().filename().string()))
+      steps.push_back(*step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// RunDirWriter.
+
+RunDirWriter::RunDirWriter(std::filesystem::path dir, RunInfo info, bool overwrite)
+    : dir_(std::move(dir)), info_(std::move(info)) {
+  if (fs::exists(dir_ / kRunJson)) {
+    if (!overwrite) {
+      throw InputError("run directory " + dir_.string() +
+                       " already holds a run (run.json exists); choose a new directory or allow "
+                       "overwriting it");
+    }
+    // The old run's steps and tensors must not mix with the new ones; run.json is replaced below.
+    std::error_code error;
+    fs::remove(dir_ / kMetricsJsonl, error);
+    fs::remove_all(dir_ / kTensorsDir, error);
+    if (error) {
+      throw InputError("cannot clear the old run in " + dir_.string() + ": " + error.message());
+    }
+  }
+  std::error_code error;
+  fs::create_directories(dir_ / kTensorsDir, error);
+  if (error) {
+    throw InputError("cannot create run directory " + (dir_ / kTensorsDir).string() + ": " +
+                     error.message());
+  }
+  // metrics.jsonl exists before run.json does, so a reader that finds run.json finds both.
+  metrics_.open(dir_ / kMetricsJsonl, std::ios::binary | std::ios::trunc);
+  if (!metrics_) {
+    throw InputError("cannot create " + (dir_ / kMetricsJsonl).string() + ": " +
+                     std::strerror(errno));
+  }
+  info_.schema_version = kRunSchemaVersion;
+  info_.status = "running";
+  info_.failure.clear();
+  if (info_.started_at.empty()) info_.started_at = utc_timestamp_now();
+  write_run_json();
+}
+
+void RunDirWriter::append_step(const StepMetrics& metrics) {
+  // One write per line, flushed at once: a killed producer loses at most the line in flight.
+  metrics_ << step_metrics_to_json(metrics).dump(-1, ' ', false, Json::error_handler_t::replace)
+           << '\n';
+  metrics_.flush();
+  if (!metrics_) {
+    throw RunError("writing step " + std::to_string(metrics.step) + " to " +
+                   (dir_ / kMetricsJsonl).string() + " failed: " + std::strerror(errno));
+  }
+}
+
+void RunDirWriter::write_tensors(int64_t step, const NamedTensors& tensors) {
+  write_safetensors(tensor_file_path(dir_, step), tensors,
+                    {{"step", std::to_string(step)}, {"producer", info_.producer}});
+}
+
+void RunDirWriter::finish() {
+  metrics_.flush();
+  info_.status = "complete";
+  info_.failure.clear();
+  write_run_json();
+}
+
+void RunDirWriter::mark_incomplete(const std::string& why) {
+  metrics_.flush();  // keep every step written so far
+  info_.status = "incomplete";
+  info_.failure = why;
+  write_run_json();
+}
+
+void RunDirWriter::write_run_json() const {
+  const std::string text =
+      run_info_to_json(info_).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  write_text_file_atomically(dir_ / kRunJson, text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader.
+
+RunDir read_run_dir(const std::filesystem::path& dir) {
+  const fs::path run_json = dir / kRunJson;
+  if (!fs::is_regular_file(run_json)) {
+    throw InputError("not a run directory: no run.json in " + dir.string());
+  }
+  const std::string text = read_text_file(run_json);
+  Json document;
+  try {
+    document = Json::parse(text);
+  } catch (const nlohmann::json::parse_error& error) {
+    const TextPosition position = position_of_byte(text, error.byte);
+    throw InputError(run_json.string() + " line " + std::to_string(position.line) + ", column " +
+                     std::to_string(position.column) +
+                     ": not valid JSON: " + parse_error_detail(error));
+  }
+
+  RunDir run;
+  run.dir = dir;
+  run.info = run_info_from_json(document, run_json.string());
+  run.steps = read_metrics(dir / kMetricsJsonl);
+  run.tensor_steps = list_tensor_steps(dir);
+  return run;
+}
+
+NamedTensors read_step_tensors(const std::filesystem::path& dir, int64_t step) {
+  const fs::path path = tensor_file_path(dir, step);
+  if (!fs::is_regular_file(path)) {
+    std::ostringstream message;
+    message << "no tensors recorded at step " << step << " in " << dir.string() << " (no "
+            << path.filename().string() << "); recorded steps:";
+    const std::vector<int64_t> recorded = list_tensor_steps(dir);
+    if (recorded.empty()) message << " none";
+    for (int64_t recorded_step : recorded) message << ' ' << recorded_step;
+    throw InputError(message.str());
+  }
+  return read_safetensors(path).tensors;
+}
+
+std::string utc_timestamp_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace parity

@@ -1,0 +1,436 @@
+// Starting ranks (threads of this process, or processes), and turning their failures into one
+// message that names the rank that caused them.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include <gloo/config.h>
+
+#include "memory_meter.h"
+#include "model.h"
+#include "parity/common/error.h"
+#include "parity/common/tensor_file.h"
+#include "parity/ddp_ref/ddp_ref.h"
+#include "trainer.h"
+
+#ifndef PARITY_VERSION
+#define PARITY_VERSION "unknown"
+#endif
+
+namespace parity::ddp_ref {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds timeout_of(const DdpOptions& options) {
+  return std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
+}
+
+// Fails fast, before any rank starts, on an init file that does not fit the case's model.
+NamedTensors load_and_check_init(const CaseSpec& spec, const DdpOptions& options) {
+  NamedTensors tensors = read_safetensors(options.init_file).tensors;
+  Mlp probe(spec.model);
+  load_canonical_params(probe, tensors, options.init_file.string());
+  return tensors;
+}
+
+std::string host_name() {
+  char buffer[256] = {};
+  gethostname(buffer, sizeof buffer - 1);
+  return buffer;
+}
+
+RunInfo make_run_info(const CaseSpec& spec, int64_t processes) {
+  RunInfo info;
+  info.producer = "ddp_ref";
+  info.case_name = spec.name;
+  info.case_hash = spec.hash();
+  info.case_toml = spec.to_toml();
+  info.replicas = spec.parallel.replicas;
+  info.processes = processes;
+  info.dtype = spec.train.dtype;
+  info.optimizer = spec.train.optimizer;
+  info.seed = spec.init.seed;
+  info.versions = {{"parity", PARITY_VERSION},
+                   {"libtorch", TORCH_VERSION},
+                   {"gloo", fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR,
+                                        GLOO_VERSION_PATCH)}};
+  info.host = host_name();
+  info.started_at = utc_timestamp_now();
+  return info;
+}
+
+void check_supported(const CaseSpec& spec) {
+  if (spec.train.dtype != "f32") {
+    throw InputError(fmt::format(
+        "case {}: train.dtype = \"{}\" is not supported by ddp_ref yet (it trains in f32); "
+        "use --set train.dtype=f32",
+        spec.name, spec.train.dtype));
+  }
+}
+
+// A rank's failure as its thread saw it.
+struct RankFailure {
+  int64_t rank = 0;
+  std::string message;
+  bool caused_by_peer = false;  // a collective failed: the cause is probably elsewhere
+};
+
+std::optional<int64_t> read_int64_key(c10d::Store& store, const std::string& key) {
+  try {
+    if (!store.check({key})) return std::nullopt;
+    std::vector<uint8_t> bytes = store.get(key);
+    if (bytes.size() != sizeof(int64_t)) return std::nullopt;
+    int64_t value;
+    std::memcpy(&value, bytes.data(), sizeof value);
+    return value;
+  } catch (const std::exception&) {
+    return std::nullopt;  // the store itself is gone (its host process died)
+  }
+}
+
+// When every failure we saw is a failed collective, the ranks that never joined or fell behind
+// (by their last reported step) are the ones the others were waiting for.
+std::string describe_stragglers(c10d::Store& store, int64_t world_size) {
+  std::map<int64_t, std::optional<int64_t>> last_step;
+  int64_t furthest = kJoinedStep;
+  for (int64_t rank = 0; rank < world_size; ++rank) {
+    last_step[rank] = read_int64_key(store, progress_key(rank));
+    if (last_step[rank]) furthest = std::max(furthest, *last_step[rank]);
+  }
+  std::vector<std::string> missing;
+  for (const auto& [rank, step] : last_step) {
+    if (!step) {
+      missing.push_back(fmt::format("rank {} (never joined)", rank));
+    } else if (*step < furthest) {
+      missing.push_back(*step == kJoinedStep
+                            ? fmt::format("rank {} (joined, never started a step)", rank)
+                            : fmt::format("rank {} (last seen at step {})", rank, *step));
+    }
+  }
+  if (missing.empty()) return "";
+  return fmt::format("missing: {}; it died, hung or was never started. ",
+                     fmt::join(missing, ", "));
+}
+
+std::string describe_failures(const std::vector<RankFailure>& failures, c10d::Store& store,
+                              int64_t world_size, double timeout_seconds) {
+  std::vector<std::string> causes;
+  std::vector<int64_t> waiting;
+  for (const auto& failure : failures) {
+    if (failure.caused_by_peer) {
+      waiting.push_back(failure.rank);
+    } else if (std::find(causes.begin(), causes.end(), failure.message) == causes.end()) {
+      causes.push_back(failure.message);
+    }
+  }
+  std::string text;
+  if (!causes.empty()) {
+    text = fmt::format("{}. ", fmt::join(causes, "; "));
+  } else {
+    text = describe_stragglers(store, world_size);
+  }
+  if (!waiting.empty()) {
+    const auto& first = *std::find_if(failures.begin(), failures.end(),
+                                       [](const RankFailure& f) { return f.caused_by_peer; });
+    text += fmt::format(
+        "Rank(s) {} stopped waiting for it (timeout {} s); first such error: {}",
+        fmt::join(waiting, ", "), timeout_seconds, first.message);
+  }
+  return text;
+}
+
+// Runs ranks [first_rank, first_rank + count) as threads; returns rank 0's summary if hosted.
+std::optional<DdpSummary> run_rank_threads(const CaseSpec& spec, const DdpOptions& options,
+                                           const c10::intrusive_ptr<c10d::Store>& store,
+                                           int64_t first_rank, int64_t count,
+                                           RunDirWriter* writer, const NamedTensors* init,
+                                           Clock::time_point run_start) {
+  const TrainingData data = load_training_data(spec);
+  MemoryMeter::install(spec.parallel.replicas);
+  // One intra-op thread per rank: results cannot depend on thread counts, and the ranks
+  // already occupy the cores.
+  at::set_num_threads(1);
+
+  std::mutex mutex;
+  std::vector<RankFailure> failures;
+  std::optional<DdpSummary> summary;
+  std::vector<std::thread> threads;
+  for (int64_t rank = first_rank; rank < first_rank + count; ++rank) {
+    threads.emplace_back([&, rank] {
+      RankContext context;
+      context.spec = &spec;
+      context.options = &options;
+      context.data = &data;
+      context.rank = rank;
+      context.world_size = spec.parallel.replicas;
+      context.store = store;
+      context.run_start = run_start;
+      if (rank == 0) {
+        context.init_params = init;
+        context.writer = writer;
+      }
+      try {
+        auto result = train_rank(context);
+        std::lock_guard<std::mutex> lock(mutex);
+        if (result) summary = std::move(result);
+      } catch (const std::exception& error) {
+        bool peer = dynamic_cast<const PeerFailure*>(&error) != nullptr;
+        std::lock_guard<std::mutex> lock(mutex);
+        failures.push_back({rank, error.what(), peer});
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  if (!failures.empty()) {
+    std::sort(failures.begin(), failures.end(),
+              [](const RankFailure& a, const RankFailure& b) { return a.rank < b.rank; });
+    std::string message =
+        describe_failures(failures, *store, spec.parallel.replicas, options.timeout_seconds);
+    if (writer != nullptr) writer->mark_incomplete(message);
+    throw RunError("ddp run failed: " + message);
+  }
+  return summary;
+}
+
+int64_t parse_env_int(const char* name, std::optional<int64_t> fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') {
+    if (fallback) return *fallback;
+    throw InputError(fmt::format(
+        "environment: RANK is set but {} is not; a process joining a multi-process run needs "
+        "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (as torchrun sets them)",
+        name));
+  }
+  char* end = nullptr;
+  long long value = std::strtoll(text, &end, 10);
+  if (*end != '\0' || value < 0) {
+    throw InputError(fmt::format("environment: {}='{}' is not a non-negative integer", name, text));
+  }
+  return value;
+}
+
+int free_loopback_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof address;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0) close(fd);
+    throw RunError("could not find a free TCP port on 127.0.0.1 for the rendezvous store");
+  }
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
+  return "stopped";
+}
+
+}  // namespace
+
+FaultInjection parse_fault_injection(const std::string& text) {
+  FaultInjection fault;
+  char kind[16] = {};
+  long long rank = -1;
+  long long step = -1;
+  int consumed = 0;
+  if (std::sscanf(text.c_str(), "%lld:%lld:%15[a-z]%n", &rank, &step, kind, &consumed) != 3 ||
+      static_cast<size_t>(consumed) != text.size() || rank < 0 || step < 0) {
+    throw InputError(fmt::format(
+        "--inject-fault '{}': expected RANK:STEP:KIND with KIND one of throw, exit, nan "
+        "(for example 3:10:throw)",
+        text));
+  }
+  fault.rank = rank;
+  fault.step = step;
+  const std::string kind_text = kind;
+  if (kind_text == "throw") {
+    fault.kind = FaultInjection::Kind::kThrow;
+  } else if (kind_text == "exit") {
+    fault.kind = FaultInjection::Kind::kExit;
+  } else if (kind_text == "nan") {
+    fault.kind = FaultInjection::Kind::kNan;
+  } else {
+    throw InputError(fmt::format("--inject-fault '{}': unknown kind '{}'; use throw, exit or nan",
+                                 text, kind_text));
+  }
+  return fault;
+}
+
+DdpSummary run_threads(const CaseSpec& spec, const DdpOptions& options) {
+  const auto run_start = Clock::now();
+  check_supported(spec);
+  if (options.fault && options.fault->kind == FaultInjection::Kind::kExit) {
+    throw InputError(
+        "--inject-fault ...:exit ends the whole process, so it needs process ranks: add "
+        "--nproc N");
+  }
+  NamedTensors init = load_and_check_init(spec, options);
+  RunDirWriter writer(options.out_dir, make_run_info(spec, 1), options.overwrite);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(timeout_of(options));
+  return *run_rank_threads(spec, options, store, 0, spec.parallel.replicas, &writer, &init,
+                           run_start);
+}
+
+std::optional<ProcessPlacement> placement_from_environment() {
+  if (std::getenv("RANK") == nullptr) return std::nullopt;
+  ProcessPlacement placement;
+  placement.first_rank = parse_env_int("RANK", std::nullopt);
+  placement.world_size = parse_env_int("WORLD_SIZE", std::nullopt);
+  placement.ranks_per_process = parse_env_int("PARITY_RANKS_PER_PROCESS", 1);
+  const char* addr = std::getenv("MASTER_ADDR");
+  placement.master_addr = addr != nullptr ? addr : "";
+  if (placement.master_addr.empty()) parse_env_int("MASTER_ADDR", std::nullopt);
+  placement.port = static_cast<int>(parse_env_int("MASTER_PORT", std::nullopt));
+  if (placement.ranks_per_process < 1 || placement.world_size < 1 ||
+      placement.first_rank % placement.ranks_per_process != 0 ||
+      placement.first_rank + placement.ranks_per_process > placement.world_size ||
+      placement.port < 1 || placement.port > 65535) {
+    throw InputError(fmt::format(
+        "environment: RANK={} WORLD_SIZE={} PARITY_RANKS_PER_PROCESS={} MASTER_PORT={} do not "
+        "describe a valid placement (RANK must be a multiple of the ranks per process and "
+        "below WORLD_SIZE; the port in 1..65535)",
+        placement.first_rank, placement.world_size, placement.ranks_per_process, placement.port));
+  }
+  return placement;
+}
+
+DdpSummary run_process(const CaseSpec& spec, const DdpOptions& options,
+                       const ProcessPlacement& placement) {
+  const auto run_start = Clock::now();
+  check_supported(spec);
+  if (placement.world_size != spec.parallel.replicas) {
+    throw InputError(fmt::format(
+        "environment: WORLD_SIZE={} but case {} has parallel.replicas = {}; make them equal "
+        "(--set parallel.replicas={})",
+        placement.world_size, spec.name, spec.parallel.replicas, placement.world_size));
+  }
+  const bool hosts_rank0 = placement.first_rank == 0;
+  std::optional<NamedTensors> init;
+  std::optional<RunDirWriter> writer;
+  if (hosts_rank0) {
+    init = load_and_check_init(spec, options);
+    writer.emplace(options.out_dir,
+                   make_run_info(spec, placement.world_size / placement.ranks_per_process),
+                   options.overwrite);
+  }
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<uint16_t>(placement.port);
+  store_options.isServer = hosts_rank0;
+  store_options.numWorkers = placement.world_size / placement.ranks_per_process;
+  // Not waiting for every worker here lets a missing rank surface in the process group's
+  // rendezvous, where the progress keys name it, instead of as an anonymous store timeout.
+  store_options.waitWorkers = false;
+  store_options.timeout = timeout_of(options);
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(placement.master_addr, store_options);
+  } catch (const std::exception& error) {
+    std::string message = fmt::format(
+        "rank {}: could not reach the rendezvous store at {}:{} within {} s: {}",
+        placement.first_rank, placement.master_addr, placement.port, options.timeout_seconds,
+        error.what());
+    if (writer) writer->mark_incomplete(message);
+    throw RunError(message);
+  }
+  auto summary = run_rank_threads(spec, options, store, placement.first_rank,
+                                  placement.ranks_per_process, writer ? &*writer : nullptr,
+                                  init ? &*init : nullptr, run_start);
+  return summary.value_or(DdpSummary{});
+}
+
+void launch_processes(const CaseSpec& spec, const DdpOptions& options, int64_t num_processes,
+                      const std::filesystem::path& executable,
+                      const std::vector<std::string>& arguments) {
+  const int64_t replicas = spec.parallel.replicas;
+  if (num_processes < 1 || replicas % num_processes != 0) {
+    throw InputError(fmt::format(
+        "--nproc {}: the case's {} replicas must split evenly over the processes; pick a "
+        "divisor of {}",
+        num_processes, replicas, replicas));
+  }
+  const int64_t ranks_per_process = replicas / num_processes;
+  const int port = free_loopback_port();
+
+  std::map<pid_t, int64_t> children;  // pid -> process index
+  for (int64_t index = 0; index < num_processes; ++index) {
+    pid_t pid = fork();
+    if (pid < 0) throw RunError("fork failed while starting rank processes");
+    if (pid == 0) {
+      const std::string rank = std::to_string(index * ranks_per_process);
+      setenv("RANK", rank.c_str(), 1);
+      setenv("LOCAL_RANK", rank.c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(replicas).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("PARITY_RANKS_PER_PROCESS", std::to_string(ranks_per_process).c_str(), 1);
+      std::vector<char*> argv;
+      std::string program = executable.string();
+      argv.push_back(program.data());
+      std::vector<std::string> copies = arguments;
+      for (auto& argument : copies) argv.push_back(argument.data());
+      argv.push_back(nullptr);
+      execv(program.c_str(), argv.data());
+      std::_Exit(127);
+    }
+    children[pid] = index;
+  }
+
+  // Wait for all; once one fails, the others get the collective timeout (plus a grace period
+  // to write their own report) before they are killed.
+  std::vector<std::string> failures;
+  std::optional<Clock::time_point> deadline;
+  while (!children.empty()) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      int64_t index = children[pid];
+      children.erase(pid);
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        failures.push_back(fmt::format("process {} (ranks {}..{}) {}", index,
+                                       index * ranks_per_process,
+                                       (index + 1) * ranks_per_process - 1, describe_exit(status)));
+        if (!deadline) {
+          deadline = Clock::now() + timeout_of(options) + std::chrono::seconds(10);
+        }
+      }
+      continue;
+    }
+    if (deadline && Clock::now() > *deadline) {
+      for (const auto& [child, index] : children) {
+        kill(child, SIGKILL);
+        failures.push_back(fmt::format("process {} was killed: still running {} s after the "
+                                       "first failure",
+                                       index, options.timeout_seconds + 10));
+      }
+      for (const auto& entry : children) waitpid(entry.first, &status, 0);
+      children.clear();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!failures.empty()) {
+    throw RunError(fmt::format("ddp run over {} processes failed: {}", num_processes,
+                               fmt::join(failures, "; ")));
+  }
+}
+
+}  // namespace parity::ddp_ref

@@ -1,0 +1,408 @@
+#include "trainer.h"
+
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "memory_meter.h"
+#include "model.h"
+#include "parity/common/digest.h"
+#include "parity/common/distributed_sampler.h"
+#include "parity/common/error.h"
+#include "parity/common/step_timing.h"
+#include "process_group.h"
+
+namespace parity::ddp_ref {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+torch::Tensor features_view(const Dataset& dataset) {
+  return torch::from_blob(const_cast<float*>(dataset.features.data()),
+                          {dataset.num_samples, dataset.feature_dim}, torch::kFloat32);
+}
+
+torch::Tensor targets_view(const Dataset& dataset) {
+  if (!dataset.labels.empty()) {
+    return torch::from_blob(const_cast<int64_t*>(dataset.labels.data()), {dataset.num_samples},
+                            torch::kInt64);
+  }
+  return torch::from_blob(const_cast<float*>(dataset.targets.data()),
+                          {dataset.num_samples, dataset.target_dim}, torch::kFloat32);
+}
+
+// Runs a collective-bearing call; a failure there is reported as a PeerFailure, since a
+// missing or failed peer is what makes a collective fail or time out.
+template <typename Fn>
+auto in_collective(const char* what, int64_t rank, int64_t step, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const c10::Error& error) {
+    throw PeerFailure(fmt::format("rank {} at step {}: {} failed: {}", rank, step, what,
+                                  error.what_without_backtrace()));
+  }
+}
+
+// Each rank's numbers gathered on every rank: all ranks then take the same decisions.
+std::vector<double> all_gather_doubles(c10d::ProcessGroup& group, std::vector<double> values,
+                                       int64_t world_size) {
+  auto local = torch::tensor(values, torch::kFloat64);
+  std::vector<std::vector<torch::Tensor>> gathered(1);
+  for (int64_t r = 0; r < world_size; ++r) gathered[0].push_back(torch::empty_like(local));
+  std::vector<torch::Tensor> inputs = {local};
+  group.allgather(gathered, inputs)->wait();
+  std::vector<double> out;
+  for (const auto& tensor : gathered[0]) {
+    auto accessor = tensor.accessor<double, 1>();
+    for (int64_t i = 0; i < tensor.size(0); ++i) out.push_back(accessor[i]);
+  }
+  return out;
+}
+
+double global_l2_norm(const std::vector<torch::Tensor>& tensors) {
+  double sum_of_squares = 0;
+  for (const auto& tensor : tensors) {
+    sum_of_squares += tensor.to(torch::kFloat64).pow(2).sum().item<double>();
+  }
+  return std::sqrt(sum_of_squares);
+}
+
+std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& param : params) grads.push_back(param.grad());
+  return grads;
+}
+
+void check_losses_finite(const std::vector<double>& replica_losses, int64_t step) {
+  std::vector<std::string> bad;
+  for (size_t r = 0; r < replica_losses.size(); ++r) {
+    if (!std::isfinite(replica_losses[r])) bad.push_back(fmt::format("rank {} ({})", r, replica_losses[r]));
+  }
+  if (!bad.empty()) {
+    throw RunError(fmt::format(
+        "step {}: the loss is not finite on {}; the run stops here. Check the learning rate, "
+        "the input data of that rank, and the loss's dtype (pitfall P10)",
+        step, fmt::join(bad, ", ")));
+  }
+}
+
+void check_gradients_finite(Mlp& model, int64_t step) {
+  auto params = model->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!torch::isfinite(params[i].grad()).all().item<bool>()) {
+      throw RunError(fmt::format(
+          "step {}: the gradient of {} is not finite after the all-reduce (on every rank, since "
+          "they share the reduced gradient); the run stops here",
+          step, model->canonical_names()[i]));
+    }
+  }
+}
+
+uint64_t params_digest(Mlp& model) {
+  Fnv1a64 digest;
+  for (const auto& [name, tensor] : export_canonical_params(model)) {
+    digest.update(name);
+    digest.update(tensor.bytes.data(), tensor.bytes.size());
+  }
+  return digest.value();
+}
+
+void apply_fault(const std::optional<FaultInjection>& fault, int64_t rank, int64_t step) {
+  if (!fault || fault->rank != rank || fault->step != step) return;
+  if (fault->kind == FaultInjection::Kind::kThrow) {
+    throw RunError(fmt::format("rank {} at step {}: injected fault (--inject-fault)", rank, step));
+  }
+  if (fault->kind == FaultInjection::Kind::kExit) {
+    std::cerr << fmt::format("parity: rank {} exits abruptly at step {} (--inject-fault)\n",
+                             rank, step);
+    std::_Exit(3);
+  }
+}
+
+// What one optimizer step produced on this rank.
+struct StepOutcome {
+  double loss_sum = 0;      // sum of per-sample losses over this rank's micro-batches
+  double sample_count = 0;
+  std::vector<int64_t> global_sample_ids;  // all ranks' ids, rank-major, micro-batch order
+};
+
+class RankTrainer {
+ public:
+  explicit RankTrainer(const RankContext& context)
+      : context_(context),
+        spec_(*context.spec),
+        rank_(context.rank),
+        world_size_(context.world_size),
+        model_(spec_.model),
+        plan_(sampler_options(), spec_.data.per_replica_batch) {}
+
+  std::optional<DdpSummary> run();
+
+ private:
+  DistributedSamplerOptions sampler_options() const {
+    DistributedSamplerOptions options;
+    options.dataset_size = context_.data->train.num_samples;
+    options.num_replicas = world_size_;
+    options.shuffle = spec_.data.shuffle;
+    options.seed = spec_.data.seed;
+    options.drop_last = spec_.data.drop_last;
+    return options;
+  }
+
+  void set_up();
+  StepOutcome forward_backward(int64_t step);
+  void reduce_metrics(int64_t step, const StepOutcome& outcome);
+  void update(int64_t step);
+  void record_step(int64_t step, const StepOutcome& outcome, double step_seconds);
+  void record_tensors(int64_t step, const NamedTensors& grads);
+  void report_progress(int64_t step, double step_seconds) const;
+  std::optional<DdpSummary> finish(const std::vector<double>& step_seconds, double setup_seconds);
+  void evaluate(DdpSummary& summary);
+
+  const RankContext& context_;
+  const CaseSpec& spec_;
+  int64_t rank_;
+  int64_t world_size_;
+  Mlp model_;
+  DistributedBatchPlan plan_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::vector<torch::Tensor> params_;
+  // The current step's numbers, the same on every rank once gathered.
+  std::vector<double> replica_losses_;
+  double global_loss_ = 0;
+  double grad_norm_ = 0;
+};
+
+void RankTrainer::set_up() {
+  const auto timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(context_.options->timeout_seconds * 1000));
+  report_progress_to_store(*context_.store, rank_, kJoinedStep);
+  group_ = in_collective("process group rendezvous", rank_, -1, [&] {
+    return make_gloo_group(context_.store, rank_, world_size_, timeout);
+  });
+  params_ = model_->parameters();
+  if (context_.init_params != nullptr) {
+    load_canonical_params(model_, *context_.init_params, context_.options->init_file.string());
+  } else {
+    // Other ranks start from different values on purpose (like separately initialised
+    // torch modules): DDP's broadcast from rank 0 must make them equal (pitfall P4).
+    torch::NoGradGuard no_grad;
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(1000 + rank_);
+    for (auto& param : params_) param.normal_(0.0, 1.0, generator);
+  }
+  ddp_ = in_collective("DDP construction (parameter check and broadcast)", rank_, -1,
+                       [&] { return std::make_unique<DistributedDataParallel>(params_, group_); });
+  optimizer_ = make_optimizer(spec_.train, params_);
+}
+
+StepOutcome RankTrainer::forward_backward(int64_t step) {
+  const TrainingData& data = *context_.data;
+  const int64_t micro_batches = spec_.train.grad_accum_steps;
+  const bool inject_nan = context_.options->fault && context_.options->fault->rank == rank_ &&
+                          context_.options->fault->step == step &&
+                          context_.options->fault->kind == FaultInjection::Kind::kNan;
+  StepOutcome outcome;
+  for (int64_t micro = 0; micro < micro_batches; ++micro) {
+    StepBatches batches = plan_.step(step * micro_batches + micro);
+    for (const auto& ids : batches.rank_sample_ids) {
+      outcome.global_sample_ids.insert(outcome.global_sample_ids.end(), ids.begin(), ids.end());
+    }
+    const auto& ids = batches.rank_sample_ids[rank_];
+    auto index = torch::tensor(ids, torch::kInt64);
+    auto inputs = data.train_features.index_select(0, index);
+    auto targets = data.train_targets.index_select(0, index);
+    if (inject_nan) inputs = inputs * std::numeric_limits<float>::quiet_NaN();
+
+    // DDP's no_sync() for all but the last micro-batch: gradients accumulate locally and
+    // the last backward all-reduces the sum (pitfall P9's correct order).
+    const bool sync = micro + 1 == micro_batches;
+    ddp_->before_forward(sync);
+    auto loss = compute_loss(spec_.model, model_->forward(inputs), targets);
+    ddp_->after_forward(sync);
+    auto scaled = micro_batches == 1 ? loss : loss / static_cast<double>(micro_batches);
+    in_collective("backward with gradient all-reduce", rank_, step, [&] {
+      scaled.backward();
+      return 0;
+    });
+    outcome.loss_sum += loss.item<double>() * static_cast<double>(ids.size());
+    outcome.sample_count += static_cast<double>(ids.size());
+  }
+  return outcome;
+}
+
+void RankTrainer::record_tensors(int64_t step, const NamedTensors& grads) {
+  NamedTensors tensors;
+  for (const auto& [name, tensor] : grads) tensors.emplace("grads/" + name, tensor);
+  for (const auto& [name, tensor] : export_canonical_params(model_)) {
+    tensors.emplace("params/" + name, tensor);
+  }
+  std::vector<double> digests = in_collective("replica digest all-gather", rank_, step, [&] {
+    double as_double;
+    uint64_t digest = params_digest(model_);
+    std::memcpy(&as_double, &digest, sizeof digest);  // carried bit for bit through a double
+    return all_gather_doubles(*group_, {as_double}, world_size_);
+  });
+  if (context_.writer == nullptr) return;
+  HostTensor digest_tensor = HostTensor::zeros(DType::I64, {world_size_});
+  std::memcpy(digest_tensor.bytes.data(), digests.data(), digest_tensor.num_bytes());
+  tensors.emplace("replicas/param_digests", std::move(digest_tensor));
+  context_.writer->write_tensors(step, tensors);
+}
+
+void RankTrainer::reduce_metrics(int64_t step, const StepOutcome& outcome) {
+  std::vector<double> gathered = in_collective("loss all-gather", rank_, step, [&] {
+    return all_gather_doubles(*group_, {outcome.loss_sum, outcome.sample_count}, world_size_);
+  });
+  replica_losses_.clear();
+  double loss_sum = 0;
+  double sample_count = 0;
+  for (int64_t r = 0; r < world_size_; ++r) {
+    replica_losses_.push_back(gathered[2 * r] / gathered[2 * r + 1]);
+    loss_sum += gathered[2 * r];
+    sample_count += gathered[2 * r + 1];
+  }
+  global_loss_ = loss_sum / sample_count;
+  check_losses_finite(replica_losses_, step);
+}
+
+void RankTrainer::update(int64_t step) {
+  check_gradients_finite(model_, step);
+  if (spec_.train.clip_grad_norm > 0) {
+    // torch.nn.utils.clip_grad_norm_ returns the norm before clipping.
+    grad_norm_ = torch::nn::utils::clip_grad_norm_(params_, spec_.train.clip_grad_norm);
+  } else {
+    grad_norm_ = global_l2_norm(gradients_of(params_));
+  }
+  optimizer_->step();
+}
+
+void RankTrainer::record_step(int64_t step, const StepOutcome& outcome, double step_seconds) {
+  if (context_.writer == nullptr) return;
+  StepMetrics metrics;
+  metrics.step = step;
+  metrics.loss = global_loss_;
+  metrics.replica_losses = replica_losses_;
+  metrics.grad_norm = grad_norm_;
+  metrics.param_norm = global_l2_norm(params_);
+  metrics.lr = spec_.train.lr;
+  metrics.step_seconds = step_seconds;
+  metrics.samples_digest = digest_sample_ids(outcome.global_sample_ids);
+  context_.writer->append_step(metrics);
+}
+
+void RankTrainer::report_progress(int64_t step, double step_seconds) const {
+  if (rank_ != 0 || context_.options->quiet) return;
+  const int64_t steps = spec_.train.steps;
+  const int64_t every = std::max<int64_t>(1, steps / 10);
+  if (step % every != 0 && step + 1 != steps) return;
+  std::cerr << fmt::format("parity ddp: step {:>5}/{}  loss {:.6f}  grad_norm {:.4g}  {:.1f} ms\n",
+                           step + 1, steps, global_loss_, grad_norm_, step_seconds * 1e3);
+}
+
+std::optional<DdpSummary> RankTrainer::run() {
+  set_up();
+  const double setup_seconds = seconds_since(context_.run_start);
+  const auto& record = spec_.train.record_steps;
+  std::vector<double> step_seconds;
+  for (int64_t step = 0; step < spec_.train.steps; ++step) {
+    report_progress_to_store(*context_.store, rank_, step);
+    apply_fault(context_.options->fault, rank_, step);
+    const auto start = Clock::now();
+    optimizer_->zero_grad();
+    StepOutcome outcome = forward_backward(step);
+    reduce_metrics(step, outcome);
+    const bool recorded = std::find(record.begin(), record.end(), step) != record.end();
+    NamedTensors grads;
+    if (recorded && context_.writer != nullptr) grads = export_canonical_grads(model_);
+    update(step);
+    step_seconds.push_back(seconds_since(start));
+    record_step(step, outcome, step_seconds.back());
+    if (recorded) record_tensors(step, grads);
+    report_progress(step, step_seconds.back());
+  }
+  return finish(step_seconds, setup_seconds);
+}
+
+void RankTrainer::evaluate(DdpSummary& summary) {
+  const TrainingData& data = *context_.data;
+  torch::NoGradGuard no_grad;
+  auto outputs = model_->forward(data.test_features);
+  summary.test_loss = compute_loss(spec_.model, outputs, data.test_targets).item<double>();
+  if (spec_.model.loss == "softmax_cross_entropy") {
+    summary.test_accuracy =
+        outputs.argmax(1).eq(data.test_targets).to(torch::kFloat64).mean().item<double>();
+  }
+}
+
+std::optional<DdpSummary> RankTrainer::finish(const std::vector<double>& step_seconds,
+                                              double setup_seconds) {
+  std::vector<double> peaks = in_collective("memory all-gather", rank_, spec_.train.steps, [&] {
+    return all_gather_doubles(*group_, {static_cast<double>(MemoryMeter::peak_bytes(rank_))},
+                              world_size_);
+  });
+  if (context_.writer == nullptr) return std::nullopt;
+
+  DdpSummary summary;
+  summary.run_dir = context_.writer->dir();
+  summary.steps = spec_.train.steps;
+  summary.final_loss = global_loss_;
+  evaluate(summary);
+  RunInfo& info = context_.writer->info();
+  info.timings = summarize_step_times(setup_seconds, step_seconds);
+  info.memory.method = MemoryMeter::method();
+  info.memory.peak_bytes_per_replica.clear();
+  for (double peak : peaks) info.memory.peak_bytes_per_replica.push_back(static_cast<int64_t>(peak));
+  info.results["final_loss"] = summary.final_loss;
+  info.results["test_loss"] = *summary.test_loss;
+  if (summary.test_accuracy) info.results["test_accuracy"] = *summary.test_accuracy;
+  info.results["process_max_rss_bytes"] = static_cast<double>(process_max_rss_bytes());
+  context_.writer->finish();
+
+  summary.steady_step_median_seconds = info.timings.steady_step_median_seconds;
+  const double global_batch = static_cast<double>(world_size_ * spec_.data.per_replica_batch *
+                                                  spec_.train.grad_accum_steps);
+  if (summary.steady_step_median_seconds > 0) {
+    summary.samples_per_second = global_batch / summary.steady_step_median_seconds;
+  }
+  summary.peak_bytes_max_rank = *std::max_element(info.memory.peak_bytes_per_replica.begin(),
+                                                   info.memory.peak_bytes_per_replica.end());
+  summary.memory_method = info.memory.method;
+  return summary;
+}
+
+}  // namespace
+
+TrainingData load_training_data(const CaseSpec& spec) {
+  TrainingData data;
+  data.train = load_case_dataset(spec, "train");
+  data.test = load_case_dataset(spec, "test");
+  data.train_features = features_view(data.train);
+  data.train_targets = targets_view(data.train);
+  data.test_features = features_view(data.test);
+  data.test_targets = targets_view(data.test);
+  return data;
+}
+
+std::optional<DdpSummary> train_rank(const RankContext& context) {
+  MemoryMeter::ScopedSlot memory_slot(context.rank);
+  RankTrainer trainer(context);
+  return trainer.run();
+}
+
+std::string progress_key(int64_t rank) { return fmt::format("parity/progress/{}", rank); }
+
+void report_progress_to_store(c10d::Store& store, int64_t rank, int64_t step) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&step);
+  store.set(progress_key(rank), std::vector<uint8_t>(bytes, bytes + sizeof step));
+}
+
+}  // namespace parity::ddp_ref

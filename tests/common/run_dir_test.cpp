@@ -1,0 +1,416 @@
+// Run directories with real files in a temporary folder: round trips (non-finite numbers
+// included), the writer's refusal to reuse a run, incomplete runs, and every kind of bad input
+// the reader must name precisely.
+#include "parity/common/run_dir.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "parity/common/error.h"
+
+namespace parity {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory per test, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() /
+            ("parity_run_dir_test_" + std::to_string(::getpid()) + "_" + test->name());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+RunInfo sample_info() {
+  RunInfo info;
+  info.producer = "ddp_ref";
+  info.case_name = "mlp_fashion_mnist";
+  info.case_hash = "0123456789abcdef";
+  info.case_toml = "[case]\nname = \"mlp_fashion_mnist\"\n";
+  info.replicas = 4;
+  info.processes = 2;
+  info.dtype = "float32";
+  info.optimizer = "adam";
+  info.seed = 18446744073709551615ull;  // the full uint64 range survives JSON
+  info.versions = {{"parity", "0.1.0"}, {"libtorch", "1.13.1"}};
+  info.host = "test-host";
+  info.started_at = "2026-12-02T16:30:00Z";
+  info.timings = {0.5, 1.25, 0.01, 0.002, 9};
+  info.memory = {{1000, 2000, 3000, 4000}, "counting CPU allocator (thread ranks)"};
+  info.results = {{"final_loss", 0.25}, {"test_accuracy", 0.875}};
+  return info;
+}
+
+StepMetrics sample_step(int64_t step) {
+  StepMetrics metrics;
+  metrics.step = step;
+  metrics.loss = 2.5 - 0.125 * static_cast<double>(step);
+  metrics.replica_losses = {2.5, 2.25, 2.75, 2.5};
+  metrics.grad_norm = 1.0 / 3.0;  // not exactly representable in decimal: checks round-trip digits
+  metrics.param_norm = 10.5;
+  metrics.lr = 1e-3;
+  metrics.step_seconds = 0.0125;
+  metrics.samples_digest = "cbf29ce484222325";
+  return metrics;
+}
+
+NamedTensors sample_tensors() {
+  NamedTensors tensors;
+  tensors["dense0.kernel"] = HostTensor::from_f32({2, 2}, {1.0f, -2.0f, 0.5f, 4.0f});
+  tensors["dense0.bias"] = HostTensor::from_f32({2}, {0.25f, -0.75f});
+  return tensors;
+}
+
+// Runs `body`, which must throw InputError whose message contains `expected`.
+template <typename Body>
+void expect_input_error(Body body, const std::string& expected) {
+  try {
+    body();
+    ADD_FAILURE() << "no InputError; expected one containing: " << expected;
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find(expected), std::string::npos)
+        << "message: " << error.what() << "\nexpected to contain: " << expected;
+  }
+}
+
+// A finished run with three steps, tensors at steps 0 and 2.
+void write_sample_run(const fs::path& dir) {
+  RunDirWriter writer(dir, sample_info());
+  for (int64_t step = 0; step < 3; ++step) writer.append_step(sample_step(step));
+  writer.write_tensors(0, sample_tensors());
+  writer.write_tensors(2, sample_tensors());
+  writer.finish();
+}
+
+// Edits run.json as JSON, for the bad-input tests.
+template <typename Edit>
+void edit_run_json(const fs::path& dir, Edit edit) {
+  nlohmann::ordered_json run = nlohmann::ordered_json::parse(read_file(dir / "run.json"));
+  edit(run);
+  write_file(dir / "run.json", run.dump(2));
+}
+
+TEST(RunDir, WriteReadRoundTrip) {
+  TempDir temp;
+  const fs::path dir = temp.path() / "run";
+  RunDirWriter writer(dir, sample_info());
+  StepMetrics with_replicas = sample_step(1);
+  with_replicas.replica_samples = {"a1", "b2", "c3", "d4"};
+  writer.append_step(sample_step(0));
+  writer.append_step(with_replicas);
+  writer.append_step(sample_step(5));
+  writer.write_tensors(0, sample_tensors());
+  writer.write_tensors(5, sample_tensors());
+  writer.finish();
+
+  const RunDir run = read_run_dir(dir);
+  const RunInfo expected = sample_info();
+  EXPECT_EQ(run.dir, dir);
+  EXPECT_EQ(run.info.schema_version, kRunSchemaVersion);
+  EXPECT_EQ(run.info.producer, expected.producer);
+  EXPECT_EQ(run.info.status, "complete");
+  EXPECT_EQ(run.info.failure, "");
+  EXPECT_EQ(run.info.case_name, expected.case_name);
+  EXPECT_EQ(run.info.case_hash, expected.case_hash);
+  EXPECT_EQ(run.info.case_toml, expected.case_toml);
+  EXPECT_EQ(run.info.replicas, 4);
+  EXPECT_EQ(run.info.processes, 2);
+  EXPECT_EQ(run.info.dtype, "float32");
+  EXPECT_EQ(run.info.optimizer, "adam");
+  EXPECT_EQ(run.info.seed, expected.seed);
+  EXPECT_EQ(run.info.versions, expected.versions);
+  EXPECT_EQ(run.info.host, "test-host");
+  EXPECT_EQ(run.info.started_at, expected.started_at);
+  EXPECT_EQ(run.info.timings.setup_seconds, 0.5);
+  EXPECT_EQ(run.info.timings.first_step_seconds, 1.25);
+  EXPECT_EQ(run.info.timings.steady_step_median_seconds, 0.01);
+  EXPECT_EQ(run.info.timings.steady_step_spread_seconds, 0.002);
+  EXPECT_EQ(run.info.timings.steady_steps, 9);
+  EXPECT_EQ(run.info.memory.peak_bytes_per_replica, expected.memory.peak_bytes_per_replica);
+  EXPECT_EQ(run.info.memory.method, expected.memory.method);
+  EXPECT_EQ(run.info.results, expected.results);
+
+  ASSERT_EQ(run.steps.size(), 3u);
+  EXPECT_EQ(run.steps[0].step, 0);
+  EXPECT_EQ(run.steps[1].step, 1);
+  EXPECT_EQ(run.steps[2].step, 5);
+  const StepMetrics& read_back = run.steps[1];
+  EXPECT_EQ(read_back.loss, with_replicas.loss);
+  EXPECT_EQ(read_back.replica_losses, with_replicas.replica_losses);
+  EXPECT_EQ(read_back.grad_norm, with_replicas.grad_norm);  // bit-exact, not approximately
+  EXPECT_EQ(read_back.param_norm, with_replicas.param_norm);
+  EXPECT_EQ(read_back.lr, with_replicas.lr);
+  EXPECT_EQ(read_back.step_seconds, with_replicas.step_seconds);
+  EXPECT_EQ(read_back.samples_digest, with_replicas.samples_digest);
+  EXPECT_EQ(read_back.replica_samples, with_replicas.replica_samples);
+  EXPECT_TRUE(run.steps[0].replica_samples.empty());
+
+  EXPECT_EQ(run.tensor_steps, (std::vector<int64_t>{0, 5}));
+  const NamedTensors tensors = read_step_tensors(dir, 5);
+  ASSERT_EQ(tensors.size(), 2u);
+  EXPECT_EQ(tensors.at("dense0.kernel").shape, (Shape{2, 2}));
+  EXPECT_EQ(tensors.at("dense0.kernel").bytes, sample_tensors().at("dense0.kernel").bytes);
+  EXPECT_TRUE(fs::exists(dir / "tensors" / "step_000005.safetensors"));
+}
+
+TEST(RunDir, FilesHaveTheDocumentedShape) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  const auto run = nlohmann::json::parse(read_file(temp.path() / "run.json"));
+  EXPECT_EQ(run.at("format"), "parity-run");
+  EXPECT_EQ(run.at("schema_version"), 1);
+  EXPECT_EQ(run.at("case").at("name"), "mlp_fashion_mnist");
+  EXPECT_EQ(run.at("memory").at("peak_bytes_per_replica").size(), 4u);
+
+  // metrics.jsonl: one compact object per line, newline-terminated, no replica_samples key when
+  // there are none.
+  const std::string metrics = read_file(temp.path() / "metrics.jsonl");
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_EQ(metrics.back(), '\n');
+  std::istringstream lines(metrics);
+  std::string line;
+  int64_t count = 0;
+  while (std::getline(lines, line)) {
+    const auto object = nlohmann::json::parse(line);
+    EXPECT_TRUE(object.is_object());
+    EXPECT_FALSE(object.contains("replica_samples"));
+    for (const char* key : {"step", "loss", "replica_losses", "grad_norm", "param_norm", "lr",
+                            "step_seconds", "samples_digest"}) {
+      EXPECT_TRUE(object.contains(key)) << key;
+    }
+    ++count;
+  }
+  EXPECT_EQ(count, 3);
+}
+
+TEST(RunDir, NonFiniteNumbersRoundTrip) {
+  TempDir temp;
+  RunInfo info = sample_info();
+  info.results["final_loss"] = std::numeric_limits<double>::quiet_NaN();
+  RunDirWriter writer(temp.path(), info);
+  StepMetrics metrics = sample_step(0);
+  metrics.loss = std::numeric_limits<double>::quiet_NaN();
+  metrics.replica_losses = {1.0, std::numeric_limits<double>::quiet_NaN(),
+                            std::numeric_limits<double>::infinity(), 2.0};
+  metrics.grad_norm = std::numeric_limits<double>::infinity();
+  metrics.param_norm = -std::numeric_limits<double>::infinity();
+  writer.append_step(metrics);
+  writer.finish();
+
+  const std::string line = read_file(temp.path() / "metrics.jsonl");
+  EXPECT_NE(line.find("\"loss\":\"NaN\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"grad_norm\":\"Infinity\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"param_norm\":\"-Infinity\""), std::string::npos) << line;
+
+  const RunDir run = read_run_dir(temp.path());
+  ASSERT_EQ(run.steps.size(), 1u);
+  const StepMetrics& read_back = run.steps[0];
+  EXPECT_TRUE(std::isnan(read_back.loss));
+  EXPECT_EQ(read_back.replica_losses[0], 1.0);
+  EXPECT_TRUE(std::isnan(read_back.replica_losses[1]));
+  EXPECT_EQ(read_back.replica_losses[2], std::numeric_limits<double>::infinity());
+  EXPECT_EQ(read_back.grad_norm, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(read_back.param_norm, -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(run.info.results.at("final_loss")));
+}
+
+TEST(RunDir, WriterRefusesToReuseARunUnlessOverwrite) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  expect_input_error([&] { RunDirWriter again(temp.path(), sample_info()); },
+                     "already holds a run (run.json exists)");
+  // The refused writer touched nothing.
+  EXPECT_EQ(read_run_dir(temp.path()).steps.size(), 3u);
+
+  {
+    RunDirWriter overwriting(temp.path(), sample_info(), /*overwrite=*/true);
+    overwriting.append_step(sample_step(7));
+    overwriting.finish();
+  }
+  const RunDir run = read_run_dir(temp.path());
+  ASSERT_EQ(run.steps.size(), 1u);  // the old steps are gone
+  EXPECT_EQ(run.steps[0].step, 7);
+  EXPECT_TRUE(run.tensor_steps.empty());  // and so are the old tensors
+}
+
+TEST(RunDir, MarkIncompleteKeepsWhatWasWritten) {
+  TempDir temp;
+  RunDirWriter writer(temp.path(), sample_info());
+  writer.append_step(sample_step(0));
+  writer.append_step(sample_step(1));
+  writer.write_tensors(1, sample_tensors());
+  writer.mark_incomplete("loss became NaN at step 2 on replica 3");
+
+  const RunDir run = read_run_dir(temp.path());
+  EXPECT_EQ(run.info.status, "incomplete");
+  EXPECT_EQ(run.info.failure, "loss became NaN at step 2 on replica 3");
+  EXPECT_EQ(run.steps.size(), 2u);
+  EXPECT_EQ(run.tensor_steps, (std::vector<int64_t>{1}));
+}
+
+TEST(RunDir, RunningRunIsReadAsRunning) {
+  TempDir temp;
+  RunDirWriter writer(temp.path(), sample_info());
+  writer.append_step(sample_step(0));
+  // No finish(): as if the producer were still running, or had died.
+  const RunDir run = read_run_dir(temp.path());
+  EXPECT_EQ(run.info.status, "running");
+  EXPECT_EQ(run.steps.size(), 1u);
+  EXPECT_FALSE(run.info.started_at.empty());
+}
+
+TEST(RunDir, MissingRunJson) {
+  TempDir temp;
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     "not a run directory: no run.json in " + temp.path().string());
+  expect_input_error([&] { read_run_dir(temp.path() / "absent"); }, "not a run directory");
+}
+
+TEST(RunDir, BadJsonNamesTheLine) {
+  TempDir temp;
+  write_file(temp.path() / "run.json",
+             "{\n  \"format\": \"parity-run\",\n  \"schema_version\" 1\n}\n");
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     (temp.path() / "run.json").string() + " line 3, column");
+  expect_input_error([&] { read_run_dir(temp.path()); }, "not valid JSON");
+}
+
+TEST(RunDir, NewerSchemaVersionAsksForAnUpgrade) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  edit_run_json(temp.path(), [](auto& run) { run["schema_version"] = 2; });
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     "written by a newer parity (schema 2); this build reads schema 1; upgrade");
+}
+
+TEST(RunDir, WrongFormatIsRejected) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  edit_run_json(temp.path(), [](auto& run) { run["format"] = "something-else"; });
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     "not a parity run (format \"something-else\", expected \"parity-run\")");
+}
+
+TEST(RunDir, MissingKeyNamesFileAndKeyPath) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  edit_run_json(temp.path(), [](auto& run) { run["timings"].erase("setup_seconds"); });
+  expect_input_error(
+      [&] { read_run_dir(temp.path()); },
+      (temp.path() / "run.json").string() + ": missing key \"timings.setup_seconds\"");
+}
+
+TEST(RunDir, WrongTypeNamesExpectedAndFound) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  edit_run_json(temp.path(), [](auto& run) { run["replicas"] = "four"; });
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     "key \"replicas\": expected an integer, found string \"four\"");
+  edit_run_json(temp.path(), [](auto& run) {
+    run["replicas"] = 4;
+    run["status"] = "paused";
+  });
+  expect_input_error([&] { read_run_dir(temp.path()); }, "found \"paused\"");
+}
+
+TEST(RunDir, MetricsLineThatIsNotAnObject) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  std::string metrics = read_file(temp.path() / "metrics.jsonl");
+  metrics.insert(metrics.find('\n') + 1, "[1, 2, 3]\n");
+  write_file(temp.path() / "metrics.jsonl", metrics);
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     "metrics.jsonl line 2: expected a JSON object, found array");
+}
+
+TEST(RunDir, MetricsLineWithBadJsonOrMissingKey) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  const std::string good = read_file(temp.path() / "metrics.jsonl");
+  write_file(temp.path() / "metrics.jsonl", good + "{\"step\": 9,, }\n");
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     "metrics.jsonl line 4, column 12: not valid JSON");
+  write_file(temp.path() / "metrics.jsonl", good + "{\"step\": 9}\n");
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     "metrics.jsonl line 4: missing key \"loss\"");
+  write_file(temp.path() / "metrics.jsonl",
+             good +
+                 "{\"step\":9,\"loss\":\"nan\",\"replica_losses\":[],\"grad_norm\":0,"
+                 "\"param_norm\":0,\"lr\":0,\"step_seconds\":0,\"samples_digest\":\"\"}\n");
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     "metrics.jsonl line 4: key \"loss\": expected a number (or \"NaN\", "
+                     "\"Infinity\", \"-Infinity\"), found string \"nan\"");
+}
+
+TEST(RunDir, StepsMustStrictlyIncrease) {
+  TempDir temp;
+  RunDirWriter writer(temp.path(), sample_info());
+  writer.append_step(sample_step(0));
+  writer.append_step(sample_step(3));
+  writer.append_step(sample_step(3));
+  writer.finish();
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     "metrics.jsonl line 3: step 3 does not increase (the line before has step 3)");
+}
+
+TEST(RunDir, TruncatedLastLineIsReportedAsSuch) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  const std::string metrics = read_file(temp.path() / "metrics.jsonl");
+  write_file(temp.path() / "metrics.jsonl", metrics + "{\"step\":3,\"loss\":2.1,\"replica_lo");
+  expect_input_error(
+      [&] { read_run_dir(temp.path()); },
+      "metrics.jsonl line 4: truncated last line (no newline and not complete JSON); "
+      "the producer was probably killed while writing it");
+  // A complete last object without its newline is fine.
+  write_file(temp.path() / "metrics.jsonl", metrics.substr(0, metrics.size() - 1));
+  EXPECT_EQ(read_run_dir(temp.path()).steps.size(), 3u);
+}
+
+TEST(RunDir, MissingStepTensorsListsTheRecordedSteps) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  expect_input_error([&] { read_step_tensors(temp.path(), 1); },
+                     "no tensors recorded at step 1 in " + temp.path().string() +
+                         " (no step_000001.safetensors); recorded steps: 0 2");
+}
+
+TEST(RunDir, UtcTimestampIsIso8601WithZ) {
+  const std::string now = utc_timestamp_now();
+  EXPECT_TRUE(std::regex_match(now, std::regex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z)"))) << now;
+}
+
+}  // namespace
+}  // namespace parity

@@ -31,6 +31,9 @@ std::filesystem::path fashion_mnist_dir();
 // float32 in [0, 1] (pixel / 255), flattened to 784; labels int64. Checks magic numbers, counts
 // and sizes; a missing file names the Debian package to install.
 Dataset load_fashion_mnist(const std::string& split);
+// The same from the IDX .gz files in `dir` (load_fashion_mnist uses fashion_mnist_dir()); tests
+// point it at small hand-made files.
+Dataset load_fashion_mnist_from(const std::filesystem::path& dir, const std::string& split);
 
 // features x ~ normal, targets y = x[:, perm] * 0.5 + 0.1 * noise, all from the threefry key
 // of `seed` (documented in docs/case-schema.md): a linear map a single dense layer can learn.

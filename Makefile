@@ -1,0 +1,42 @@
+# The README's commands. Each one installs what is missing, configures and builds, then runs.
+#   make run    train the default case with the DDP reference and print a summary
+#   make test   run every test (ctest label "long" excluded; `make test-long` runs those)
+#   make bench  run the benchmark suites
+BUILD_DIR ?= build
+JOBS ?= 2
+CASE ?= mlp2-fmnist
+# Warnings are errors in CI (CI=true), plain warnings on a developer's machine.
+WERROR := $(if $(filter true 1,$(CI)),ON,OFF)
+
+.PHONY: all deps configure build run test test-long bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DPARITY_WERROR=$(WERROR) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j$(JOBS)
+
+run: build
+	$(BUILD_DIR)/cli/parity ddp $(CASE)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 900 -LE long
+
+test-long: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 3600 -L long
+
+bench: build
+	@mkdir -p $(BUILD_DIR)/bench-results
+	@for suite in $(BUILD_DIR)/bench/parity_bench_*; do \
+	  [ -x "$$suite" ] || continue; \
+	  "$$suite" --benchmark_out=$(BUILD_DIR)/bench-results/$$(basename $$suite).json \
+	            --benchmark_out_format=json || exit 1; \
+	done
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,13 @@
+// Each `parity` subcommand registers itself on the root CLI11 app. Subcommands only parse
+// arguments and call the libraries; main.cpp turns exceptions into exit codes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace parity::cli {
+
+void register_init_command(CLI::App& app);
+void register_cases_command(CLI::App& app);
+void register_ddp_command(CLI::App& app);
+
+}  // namespace parity::cli

@@ -1,0 +1,33 @@
+// Initial parameters, made once per case and read by both engines (docs/design.md, "Data
+// flow"). The scheme is JAX's, as a Flax user's init would compute it:
+//
+//   key  = jax.random.PRNGKey(seed)               # jax_enable_x64 off: [0, seed mod 2^32]
+//   keys = jax.random.split(key, num_layers)
+//   dense{i}.kernel = jax.random.normal(keys[i], (widths[i], widths[i+1]), float32) * scale
+//   dense{i}.bias   = jnp.zeros((widths[i+1],), float32)
+//
+// Kernels are laid out as Flax's Dense stores them: (in, out), row-major. The multiply by
+// `scale` happens in float32, as JAX multiplies a float32 array by a (weak-typed) Python float:
+// value * float32(scale). The random streams come from pmap_engine::random, bit-exact with JAX.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "parity/common/host_tensor.h"
+
+namespace parity {
+
+// widths: layer widths including input and output ({784, 256, 10}: two layers). Throws
+// InputError when there are fewer than two widths, a width is not positive, or the seed is
+// 2^63 or more (JAX's PRNGKey takes the seed as an int64 and raises OverflowError there).
+// Uses JAX's current default for jax_threefry_partitionable
+// (pmap_engine::random::default_partitionable()).
+NamedTensors init_mlp_params(const std::vector<int64_t>& widths, uint64_t seed, double scale);
+
+// The same with jax_threefry_partitionable set explicitly, for reproducing runs of JAX versions
+// before 0.5.0 (false) or after (true).
+NamedTensors init_mlp_params(const std::vector<int64_t>& widths, uint64_t seed, double scale,
+                             bool partitionable);
+
+}  // namespace parity
