@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -145,15 +146,22 @@ std::string describe_failures(const std::vector<RankFailure>& failures, c10d::St
     const auto& first = *std::find_if(failures.begin(), failures.end(),
                                        [](const RankFailure& f) { return f.caused_by_peer; });
     text += fmt::format(
-        "Rank(s) {} stopped waiting for it (timeout {} s); first such error: {}",
+        "Rank(s) {} could not go on without it (their collectives failed or timed out; "
+        "timeout {} s); first such error: {}",
         fmt::join(waiting, ", "), timeout_seconds, first.message);
   }
   return text;
 }
 
+// Gives each rank thread its store handle. A TCPStore client is one socket whose blocking
+// waits cannot be shared between threads, so every rank gets a connection of its own.
+using StoreForRank = std::function<c10::intrusive_ptr<c10d::Store>(int64_t rank)>;
+
 // Runs ranks [first_rank, first_rank + count) as threads; returns rank 0's summary if hosted.
+// `store` is this process's own handle, read to diagnose failures.
 std::optional<DdpSummary> run_rank_threads(const CaseSpec& spec, const DdpOptions& options,
                                            const c10::intrusive_ptr<c10d::Store>& store,
+                                           const StoreForRank& store_for_rank,
                                            int64_t first_rank, int64_t count,
                                            RunDirWriter* writer, const NamedTensors* init,
                                            Clock::time_point run_start) {
@@ -175,7 +183,14 @@ std::optional<DdpSummary> run_rank_threads(const CaseSpec& spec, const DdpOption
       context.data = &data;
       context.rank = rank;
       context.world_size = spec.parallel.replicas;
-      context.store = store;
+      try {
+        context.store = store_for_rank(rank);
+      } catch (const std::exception& error) {
+        std::lock_guard<std::mutex> lock(mutex);
+        failures.push_back({rank, fmt::format("rank {}: could not reach the rendezvous store: {}",
+                                              rank, error.what()), false});
+        return;
+      }
       context.run_start = run_start;
       if (rank == 0) {
         context.init_params = init;
@@ -286,8 +301,9 @@ DdpSummary run_threads(const CaseSpec& spec, const DdpOptions& options) {
   RunDirWriter writer(options.out_dir, make_run_info(spec, 1), options.overwrite);
   auto store = c10::make_intrusive<c10d::HashStore>();
   store->setTimeout(timeout_of(options));
-  return *run_rank_threads(spec, options, store, 0, spec.parallel.replicas, &writer, &init,
-                           run_start);
+  return *run_rank_threads(
+      spec, options, store, [&store](int64_t) { return store; }, 0, spec.parallel.replicas,
+      &writer, &init, run_start);
 }
 
 std::optional<ProcessPlacement> placement_from_environment() {
@@ -332,17 +348,20 @@ DdpSummary run_process(const CaseSpec& spec, const DdpOptions& options,
                    make_run_info(spec, placement.world_size / placement.ranks_per_process),
                    options.overwrite);
   }
-  c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<uint16_t>(placement.port);
-  store_options.isServer = hosts_rank0;
-  store_options.numWorkers = placement.world_size / placement.ranks_per_process;
-  // Not waiting for every worker here lets a missing rank surface in the process group's
-  // rendezvous, where the progress keys name it, instead of as an anonymous store timeout.
-  store_options.waitWorkers = false;
-  store_options.timeout = timeout_of(options);
+  // The process hosting rank 0 also hosts the store's server. Not waiting for every worker
+  // lets a missing rank surface in the process group's rendezvous, where the progress keys
+  // name it, instead of as an anonymous store timeout.
+  auto connect = [&](bool server) -> c10::intrusive_ptr<c10d::Store> {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<uint16_t>(placement.port);
+    store_options.isServer = server;
+    store_options.waitWorkers = false;
+    store_options.timeout = timeout_of(options);
+    return c10::make_intrusive<c10d::TCPStore>(placement.master_addr, store_options);
+  };
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    store = c10::make_intrusive<c10d::TCPStore>(placement.master_addr, store_options);
+    store = connect(hosts_rank0);
   } catch (const std::exception& error) {
     std::string message = fmt::format(
         "rank {}: could not reach the rendezvous store at {}:{} within {} s: {}",
@@ -351,9 +370,10 @@ DdpSummary run_process(const CaseSpec& spec, const DdpOptions& options,
     if (writer) writer->mark_incomplete(message);
     throw RunError(message);
   }
-  auto summary = run_rank_threads(spec, options, store, placement.first_rank,
-                                  placement.ranks_per_process, writer ? &*writer : nullptr,
-                                  init ? &*init : nullptr, run_start);
+  auto summary = run_rank_threads(
+      spec, options, store, [&connect](int64_t) { return connect(false); },
+      placement.first_rank, placement.ranks_per_process, writer ? &*writer : nullptr,
+      init ? &*init : nullptr, run_start);
   return summary.value_or(DdpSummary{});
 }
 

@@ -44,10 +44,21 @@ template <typename Fn>
 auto in_collective(const char* what, int64_t rank, int64_t step, Fn&& fn) {
   try {
     return fn();
+  } catch (const RunError&) {
+    throw;
   } catch (const c10::Error& error) {
     throw PeerFailure(fmt::format("rank {} at step {}: {} failed: {}", rank, step, what,
                                   error.what_without_backtrace()));
+  } catch (const std::exception& error) {  // Gloo's own IoException and friends
+    throw PeerFailure(
+        fmt::format("rank {} at step {}: {} failed: {}", rank, step, what, error.what()));
   }
+}
+
+// "NaN", "inf", "-inf" or the value, as a person reads it (printf's "-nan" says nothing).
+std::string describe_value(double value) {
+  if (std::isnan(value)) return "NaN";
+  return fmt::format("{}", value);
 }
 
 // Each rank's numbers gathered on every rank: all ranks then take the same decisions.
@@ -83,7 +94,7 @@ std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& params
 void check_losses_finite(const std::vector<double>& replica_losses, int64_t step) {
   std::vector<std::string> bad;
   for (size_t r = 0; r < replica_losses.size(); ++r) {
-    if (!std::isfinite(replica_losses[r])) bad.push_back(fmt::format("rank {} ({})", r, replica_losses[r]));
+    if (!std::isfinite(replica_losses[r])) bad.push_back(fmt::format("rank {} ({})", r, describe_value(replica_losses[r])));
   }
   if (!bad.empty()) {
     throw RunError(fmt::format(

@@ -44,7 +44,10 @@ void expect_bitwise_equal_runs(const std::filesystem::path& a, const std::filesy
 class DdpProcesses : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = testing::fresh_directory("ddp-processes");
+    // One directory per test: ctest runs the tests of this fixture in parallel.
+    dir_ = testing::fresh_directory(
+        std::string("ddp-processes-") +
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     auto made = testing::run_command(fmt::format("{} init mlp2-fmnist --out {}", kParity,
                                                  (dir_ / "init.safetensors").string()));
     ASSERT_EQ(made.exit_code, 0) << made.output;
