@@ -10,10 +10,6 @@
 #include "parity/common/error.h"
 #include "rng_command.h"
 
-#ifndef PARITY_VERSION
-#define PARITY_VERSION "unknown"
-#endif
-
 int main(int argc, char** argv) {
   CLI::App app{"parity: check that a PyTorch DDP job and its JAX pmap port train the same way"};
   app.set_version_flag("--version", std::string("parity ") + PARITY_VERSION);

@@ -25,10 +25,6 @@
 #include "parity/ddp_ref/ddp_ref.h"
 #include "trainer.h"
 
-#ifndef PARITY_VERSION
-#define PARITY_VERSION "unknown"
-#endif
-
 namespace parity::ddp_ref {
 namespace {
 
