@@ -7,7 +7,6 @@
 //                      samples; counter samples_per_second over the global batch.
 // Each benchmark checks its result before it times anything and fails if it is wrong.
 #include <benchmark/benchmark.h>
-
 #include <fmt/format.h>
 
 #include "model.h"
@@ -64,9 +63,9 @@ void BM_GlooAllReduce(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(num_bytes * iterations));
   state.counters["algbw_GBps"] =
       benchmark::Counter(num_bytes * iterations / 1e9, benchmark::Counter::kIsRate);
-  state.counters["busbw_GBps"] = benchmark::Counter(
-      num_bytes * iterations / 1e9 * 2.0 * (world_size - 1) / world_size,
-      benchmark::Counter::kIsRate);
+  state.counters["busbw_GBps"] =
+      benchmark::Counter(num_bytes * iterations / 1e9 * 2.0 * (world_size - 1) / world_size,
+                         benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_GlooAllReduce)
     ->ArgNames({"ranks", "elements"})
@@ -94,8 +93,8 @@ void BM_DdpTrainStep(benchmark::State& state) {
   pool.run([&](int64_t rank) {
     RankState& mine = ranks[rank];
     mine.model = ddp_ref::Mlp(spec.model);
-    mine.ddp = std::make_unique<ddp_ref::DistributedDataParallel>(mine.model->parameters(),
-                                                                  groups[rank]);
+    mine.ddp =
+        std::make_unique<ddp_ref::DistributedDataParallel>(mine.model->parameters(), groups[rank]);
     mine.optimizer = ddp_ref::make_optimizer(spec.train, mine.model->parameters());
     auto all_inputs = torch::from_blob(const_cast<float*>(train.features.data()),
                                        {train.num_samples, train.feature_dim});
@@ -129,9 +128,9 @@ void BM_DdpTrainStep(benchmark::State& state) {
 
   for (auto _ : state) pool.run(step);
 
-  state.counters["samples_per_second"] = benchmark::Counter(
-      static_cast<double>(world_size * per_rank_batch * state.iterations()),
-      benchmark::Counter::kIsRate);
+  state.counters["samples_per_second"] =
+      benchmark::Counter(static_cast<double>(world_size * per_rank_batch * state.iterations()),
+                         benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_DdpTrainStep)
     ->ArgName("ranks")

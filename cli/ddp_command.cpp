@@ -1,9 +1,8 @@
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <iostream>
-
-#include <fmt/format.h>
 
 #include "commands.h"
 #include "parity/common/case_spec.h"
@@ -61,9 +60,8 @@ void print_summary(const std::filesystem::path& run_dir, const std::string& plac
   const auto& peaks = info.memory.peak_bytes_per_replica;
   const double peak = peaks.empty() ? 0 : *std::max_element(peaks.begin(), peaks.end());
   const double median = info.timings.steady_step_median_seconds;
-  std::cout << fmt::format("parity ddp: case {}, {} replicas ({}), {} steps, {}\n",
-                           info.case_name, info.replicas, placement, run.steps.size(),
-                           info.status);
+  std::cout << fmt::format("parity ddp: case {}, {} replicas ({}), {} steps, {}\n", info.case_name,
+                           info.replicas, placement, run.steps.size(), info.status);
   std::cout << fmt::format("  final loss      {}\n", result("final_loss"));
   std::cout << fmt::format("  test loss       {}\n", result("test_loss"));
   if (info.results.count("test_accuracy")) {
@@ -81,9 +79,10 @@ void print_summary(const std::filesystem::path& run_dir, const std::string& plac
 std::vector<std::string> child_arguments(const DdpArguments& arguments,
                                          const std::filesystem::path& init,
                                          const std::filesystem::path& out) {
-  std::vector<std::string> args = {"ddp", arguments.case_name, "--init", init.string(),
-                                   "--out", out.string(), "--timeout",
-                                   fmt::format("{}", arguments.timeout_seconds), "--quiet"};
+  std::vector<std::string> args = {
+      "ddp",    arguments.case_name, "--init",    init.string(),
+      "--out",  out.string(),        "--timeout", fmt::format("{}", arguments.timeout_seconds),
+      "--quiet"};
   for (const auto& override_text : arguments.overrides) {
     args.push_back("--set");
     args.push_back(override_text);
@@ -151,9 +150,10 @@ void register_ddp_command(CLI::App& app) {
                       "into the run directory");
   command->add_option("--out", arguments->out,
                       "run directory to write; default: runs/CASE/ddp-TIMESTAMP");
-  command->add_option("--nproc", arguments->nproc,
-                      "processes to spread the replicas over (default: the case's "
-                      "parallel.processes); 1 runs every rank as a thread")
+  command
+      ->add_option("--nproc", arguments->nproc,
+                   "processes to spread the replicas over (default: the case's "
+                   "parallel.processes); 1 runs every rank as a thread")
       ->check(CLI::PositiveNumber);
   command->add_option("--timeout", arguments->timeout_seconds,
                       "seconds any rank waits for the others before failing (default 60)");

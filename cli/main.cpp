@@ -2,9 +2,8 @@
 //
 // Exit codes: 0 success; 1 the run failed (a rank died, a value became non-finite);
 // 2 bad input (arguments, case files, data files); 3 an internal error (a bug to report).
-#include <iostream>
-
 #include <CLI/CLI.hpp>
+#include <iostream>
 
 #include "commands.h"
 #include "parity/common/error.h"

@@ -7,11 +7,10 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "parity/common/error.h"
 #include "pmap_engine/random.h"
@@ -150,7 +149,8 @@ nlohmann::json nested_json(const std::vector<T>& flat, const pr::Shape& shape, s
                            size_t& offset) {
   if (dim == shape.size()) return element_json(flat[offset++]);
   nlohmann::json list = nlohmann::json::array();
-  for (int64_t i = 0; i < shape[dim]; ++i) list.push_back(nested_json(flat, shape, dim + 1, offset));
+  for (int64_t i = 0; i < shape[dim]; ++i)
+    list.push_back(nested_json(flat, shape, dim + 1, offset));
   return list;
 }
 
@@ -216,8 +216,8 @@ void register_rng_command(CLI::App& app) {
     if (arguments->num < 0 || static_cast<uint64_t>(arguments->num) > kMaxPrintedElements) {
       throw InputError("parity rng split: --num " + std::to_string(arguments->num) +
                        (arguments->num < 0 ? " is negative" : " is more than parity rng prints") +
-                       "; ask for a number of keys in 0.." +
-                       std::to_string(kMaxPrintedElements) + ", e.g. --num 3");
+                       "; ask for a number of keys in 0.." + std::to_string(kMaxPrintedElements) +
+                       ", e.g. --num 3");
     }
     const bool partitionable = parse_partitionable(arguments->partitionable);
     nlohmann::json keys = nlohmann::json::array();
@@ -232,13 +232,12 @@ void register_rng_command(CLI::App& app) {
   fold_in->add_option("data", arguments->data, "uint32 to fold in")->required();
   fold_in->callback([arguments] {
     const pr::Key parent = parse_key(arguments->key);
-    std::cout << key_json(pr::fold_in(parent, parse_fold_in_data(arguments->data))).dump()
-              << "\n";
+    std::cout << key_json(pr::fold_in(parent, parse_fold_in_data(arguments->data))).dump() << "\n";
   });
 
   CLI::App* bits = rng->add_subcommand("bits", "jax.random.bits(key, shape, uint32)");
-  CLI::App* uniform = rng->add_subcommand(
-      "uniform", "jax.random.uniform(key, shape, float32, minval, maxval)");
+  CLI::App* uniform =
+      rng->add_subcommand("uniform", "jax.random.uniform(key, shape, float32, minval, maxval)");
   CLI::App* normal = rng->add_subcommand("normal", "jax.random.normal(key, shape, float32)");
   for (CLI::App* sampler : {bits, uniform, normal}) {
     add_key_argument(sampler, *arguments);
@@ -260,9 +259,9 @@ void register_rng_command(CLI::App& app) {
     // JAX converts Python float bounds to float32 (round to nearest) before sampling.
     const auto minval = static_cast<float>(arguments->minval);
     const auto maxval = static_cast<float>(arguments->maxval);
-    print_array(pr::uniform(parent, shape, minval, maxval,
-                            parse_partitionable(arguments->partitionable)),
-                shape);
+    print_array(
+        pr::uniform(parent, shape, minval, maxval, parse_partitionable(arguments->partitionable)),
+        shape);
   });
   normal->callback([arguments] {
     const pr::Key parent = parse_key(arguments->key);

@@ -1,5 +1,7 @@
 // Starting ranks (threads of this process, or processes), and turning their failures into one
 // message that names the rank that caused them.
+#include <fmt/format.h>
+#include <gloo/config.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -13,10 +15,6 @@
 #include <map>
 #include <mutex>
 #include <thread>
-
-#include <fmt/format.h>
-
-#include <gloo/config.h>
 
 #include "memory_meter.h"
 #include "model.h"
@@ -117,8 +115,7 @@ std::string describe_stragglers(c10d::Store& store, int64_t world_size) {
     }
   }
   if (missing.empty()) return "";
-  return fmt::format("missing: {}; it died, hung or was never started. ",
-                     fmt::join(missing, ", "));
+  return fmt::format("missing: {}; it died, hung or was never started. ", fmt::join(missing, ", "));
 }
 
 std::string describe_failures(const std::vector<RankFailure>& failures, c10d::Store& store,
@@ -140,7 +137,7 @@ std::string describe_failures(const std::vector<RankFailure>& failures, c10d::St
   }
   if (!waiting.empty()) {
     const auto& first = *std::find_if(failures.begin(), failures.end(),
-                                       [](const RankFailure& f) { return f.caused_by_peer; });
+                                      [](const RankFailure& f) { return f.caused_by_peer; });
     text += fmt::format(
         "Rank(s) {} could not go on without it (their collectives failed or timed out; "
         "timeout {} s); first such error: {}",
@@ -157,10 +154,9 @@ using StoreForRank = std::function<c10::intrusive_ptr<c10d::Store>(int64_t rank)
 // `store` is this process's own handle, read to diagnose failures.
 std::optional<DdpSummary> run_rank_threads(const CaseSpec& spec, const DdpOptions& options,
                                            const c10::intrusive_ptr<c10d::Store>& store,
-                                           const StoreForRank& store_for_rank,
-                                           int64_t first_rank, int64_t count,
-                                           RunDirWriter* writer, const NamedTensors* init,
-                                           Clock::time_point run_start) {
+                                           const StoreForRank& store_for_rank, int64_t first_rank,
+                                           int64_t count, RunDirWriter* writer,
+                                           const NamedTensors* init, Clock::time_point run_start) {
   const TrainingData data = load_training_data(spec);
   MemoryMeter::install(spec.parallel.replicas);
   // One intra-op thread per rank: results cannot depend on thread counts, and the ranks
@@ -183,8 +179,10 @@ std::optional<DdpSummary> run_rank_threads(const CaseSpec& spec, const DdpOption
         context.store = store_for_rank(rank);
       } catch (const std::exception& error) {
         std::lock_guard<std::mutex> lock(mutex);
-        failures.push_back({rank, fmt::format("rank {}: could not reach the rendezvous store: {}",
-                                              rank, error.what()), false});
+        failures.push_back(
+            {rank,
+             fmt::format("rank {}: could not reach the rendezvous store: {}", rank, error.what()),
+             false});
         return;
       }
       context.run_start = run_start;
@@ -298,8 +296,8 @@ DdpSummary run_threads(const CaseSpec& spec, const DdpOptions& options) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   store->setTimeout(timeout_of(options));
   return *run_rank_threads(
-      spec, options, store, [&store](int64_t) { return store; }, 0, spec.parallel.replicas,
-      &writer, &init, run_start);
+      spec, options, store, [&store](int64_t) { return store; }, 0, spec.parallel.replicas, &writer,
+      &init, run_start);
 }
 
 std::optional<ProcessPlacement> placement_from_environment() {
@@ -359,17 +357,16 @@ DdpSummary run_process(const CaseSpec& spec, const DdpOptions& options,
   try {
     store = connect(hosts_rank0);
   } catch (const std::exception& error) {
-    std::string message = fmt::format(
-        "rank {}: could not reach the rendezvous store at {}:{} within {} s: {}",
-        placement.first_rank, placement.master_addr, placement.port, options.timeout_seconds,
-        error.what());
+    std::string message =
+        fmt::format("rank {}: could not reach the rendezvous store at {}:{} within {} s: {}",
+                    placement.first_rank, placement.master_addr, placement.port,
+                    options.timeout_seconds, error.what());
     if (writer) writer->mark_incomplete(message);
     throw RunError(message);
   }
   auto summary = run_rank_threads(
-      spec, options, store, [&connect](int64_t) { return connect(false); },
-      placement.first_rank, placement.ranks_per_process, writer ? &*writer : nullptr,
-      init ? &*init : nullptr, run_start);
+      spec, options, store, [&connect](int64_t) { return connect(false); }, placement.first_rank,
+      placement.ranks_per_process, writer ? &*writer : nullptr, init ? &*init : nullptr, run_start);
   return summary.value_or(DdpSummary{});
 }
 
@@ -433,9 +430,10 @@ void launch_processes(const CaseSpec& spec, const DdpOptions& options, int64_t n
     if (deadline && Clock::now() > *deadline) {
       for (const auto& [child, index] : children) {
         kill(child, SIGKILL);
-        failures.push_back(fmt::format("process {} was killed: still running {} s after the "
-                                       "first failure",
-                                       index, options.timeout_seconds + 10));
+        failures.push_back(
+            fmt::format("process {} was killed: still running {} s after the "
+                        "first failure",
+                        index, options.timeout_seconds + 10));
       }
       for (const auto& entry : children) waitpid(entry.first, &status, 0);
       children.clear();

@@ -1,5 +1,6 @@
 #include "memory_meter.h"
 
+#include <c10/core/CPUAllocator.h>
 #include <sys/resource.h>
 
 #include <array>
@@ -7,8 +8,6 @@
 
 #include "parity/common/error.h"
 #include "torch_pch.h"
-
-#include <c10/core/CPUAllocator.h>
 
 namespace parity::ddp_ref {
 namespace {

@@ -1,8 +1,8 @@
 #include "model.h"
 
-#include <cstring>
-
 #include <fmt/format.h>
+
+#include <cstring>
 
 #include "parity/common/error.h"
 
@@ -20,8 +20,8 @@ torch::Tensor to_torch(const HostTensor& tensor) {
 
 HostTensor to_host(const torch::Tensor& tensor) {
   auto contiguous = tensor.detach().to(torch::kFloat32).contiguous();
-  HostTensor out = HostTensor::zeros(DType::F32, Shape(contiguous.sizes().begin(),
-                                                       contiguous.sizes().end()));
+  HostTensor out =
+      HostTensor::zeros(DType::F32, Shape(contiguous.sizes().begin(), contiguous.sizes().end()));
   std::memcpy(out.bytes.data(), contiguous.data_ptr<float>(), out.num_bytes());
   return out;
 }
@@ -46,8 +46,8 @@ NamedTensors export_canonical(Mlp& model, bool grads) {
 
 MlpImpl::MlpImpl(const ModelSpec& spec) : activation_(spec.activation) {
   for (size_t i = 0; i + 1 < spec.widths.size(); ++i) {
-    layers_.push_back(register_module(
-        fmt::format("dense{}", i), torch::nn::Linear(spec.widths[i], spec.widths[i + 1])));
+    layers_.push_back(register_module(fmt::format("dense{}", i),
+                                      torch::nn::Linear(spec.widths[i], spec.widths[i + 1])));
     canonical_names_.push_back(fmt::format("dense{}.kernel", i));
     canonical_names_.push_back(fmt::format("dense{}.bias", i));
   }
@@ -77,10 +77,10 @@ void load_canonical_params(Mlp& model, const NamedTensors& tensors, const std::s
     const std::string& name = model->canonical_names()[i];
     auto found = tensors.find(name);
     if (found == tensors.end()) {
-      throw InputError(fmt::format(
-          "{}: no tensor '{}', which the case's model needs; make the file with "
-          "`parity init CASE --out FILE` for this case",
-          origin, name));
+      throw InputError(
+          fmt::format("{}: no tensor '{}', which the case's model needs; make the file with "
+                      "`parity init CASE --out FILE` for this case",
+                      origin, name));
     }
     const HostTensor& tensor = found->second;
     auto expected = to_canonical_layout(i, params[i]).sizes();
@@ -125,25 +125,22 @@ torch::Tensor compute_loss(const ModelSpec& spec, const torch::Tensor& outputs,
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainSpec& train,
                                                         const std::vector<torch::Tensor>& params) {
   if (train.optimizer == "sgd") {
-    return std::make_unique<torch::optim::SGD>(
-        params, torch::optim::SGDOptions(train.lr)
-                    .momentum(train.momentum)
-                    .nesterov(train.nesterov)
-                    .weight_decay(train.weight_decay));
+    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(train.lr)
+                                                           .momentum(train.momentum)
+                                                           .nesterov(train.nesterov)
+                                                           .weight_decay(train.weight_decay));
   }
   if (train.optimizer == "adam") {
-    return std::make_unique<torch::optim::Adam>(
-        params, torch::optim::AdamOptions(train.lr)
-                    .betas({train.beta1, train.beta2})
-                    .eps(train.eps)
-                    .weight_decay(train.weight_decay));
+    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(train.lr)
+                                                            .betas({train.beta1, train.beta2})
+                                                            .eps(train.eps)
+                                                            .weight_decay(train.weight_decay));
   }
   if (train.optimizer == "adamw") {
-    return std::make_unique<torch::optim::AdamW>(
-        params, torch::optim::AdamWOptions(train.lr)
-                    .betas({train.beta1, train.beta2})
-                    .eps(train.eps)
-                    .weight_decay(train.weight_decay));
+    return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(train.lr)
+                                                             .betas({train.beta1, train.beta2})
+                                                             .eps(train.eps)
+                                                             .weight_decay(train.weight_decay));
   }
   throw InternalError("optimizer '" + train.optimizer + "' passed case validation");
 }

@@ -36,7 +36,7 @@ class DistributedDataParallel {
   void after_forward(bool sync);
 
   static constexpr size_t kBroadcastBucketBytes = 250u * 1024 * 1024;  // DDP's default
-  static constexpr int64_t kBucketBytesCap = 25 * 1024 * 1024;        // bucket_cap_mb=25
+  static constexpr int64_t kBucketBytesCap = 25 * 1024 * 1024;         // bucket_cap_mb=25
 
  private:
   std::shared_ptr<c10d::Reducer> reducer_;

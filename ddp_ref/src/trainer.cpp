@@ -1,11 +1,11 @@
 #include "trainer.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
-
-#include <fmt/format.h>
 
 #include "memory_meter.h"
 #include "model.h"
@@ -94,7 +94,8 @@ std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& params
 void check_losses_finite(const std::vector<double>& replica_losses, int64_t step) {
   std::vector<std::string> bad;
   for (size_t r = 0; r < replica_losses.size(); ++r) {
-    if (!std::isfinite(replica_losses[r])) bad.push_back(fmt::format("rank {} ({})", r, describe_value(replica_losses[r])));
+    if (!std::isfinite(replica_losses[r]))
+      bad.push_back(fmt::format("rank {} ({})", r, describe_value(replica_losses[r])));
   }
   if (!bad.empty()) {
     throw RunError(fmt::format(
@@ -131,15 +132,15 @@ void apply_fault(const std::optional<FaultInjection>& fault, int64_t rank, int64
     throw RunError(fmt::format("rank {} at step {}: injected fault (--inject-fault)", rank, step));
   }
   if (fault->kind == FaultInjection::Kind::kExit) {
-    std::cerr << fmt::format("parity: rank {} exits abruptly at step {} (--inject-fault)\n",
-                             rank, step);
+    std::cerr << fmt::format("parity: rank {} exits abruptly at step {} (--inject-fault)\n", rank,
+                             step);
     std::_Exit(3);
   }
 }
 
 // What one optimizer step produced on this rank.
 struct StepOutcome {
-  double loss_sum = 0;      // sum of per-sample losses over this rank's micro-batches
+  double loss_sum = 0;  // sum of per-sample losses over this rank's micro-batches
   double sample_count = 0;
   std::vector<int64_t> global_sample_ids;  // all ranks' ids, rank-major, micro-batch order
 };
@@ -194,8 +195,8 @@ class RankTrainer {
 };
 
 void RankTrainer::set_up() {
-  const auto timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(context_.options->timeout_seconds * 1000));
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(context_.options->timeout_seconds * 1000));
   report_progress_to_store(*context_.store, rank_, kJoinedStep);
   group_ = in_collective("process group rendezvous", rank_, -1, [&] {
     return make_gloo_group(context_.store, rank_, world_size_, timeout);
@@ -376,7 +377,8 @@ std::optional<DdpSummary> RankTrainer::finish(const std::vector<double>& step_se
   info.timings = summarize_step_times(setup_seconds, step_seconds);
   info.memory.method = MemoryMeter::method();
   info.memory.peak_bytes_per_replica.clear();
-  for (double peak : peaks) info.memory.peak_bytes_per_replica.push_back(static_cast<int64_t>(peak));
+  for (double peak : peaks)
+    info.memory.peak_bytes_per_replica.push_back(static_cast<int64_t>(peak));
   info.results["final_loss"] = summary.final_loss;
   info.results["test_loss"] = *summary.test_loss;
   if (summary.test_accuracy) info.results["test_accuracy"] = *summary.test_accuracy;
@@ -390,7 +392,7 @@ std::optional<DdpSummary> RankTrainer::finish(const std::vector<double>& step_se
     summary.samples_per_second = global_batch / summary.steady_step_median_seconds;
   }
   summary.peak_bytes_max_rank = *std::max_element(info.memory.peak_bytes_per_replica.begin(),
-                                                   info.memory.peak_bytes_per_replica.end());
+                                                  info.memory.peak_bytes_per_replica.end());
   summary.memory_method = info.memory.method;
   return summary;
 }

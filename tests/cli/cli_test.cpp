@@ -1,9 +1,9 @@
 // The `parity` executable as a user meets it: help, version, exit codes, and the small
 // subcommands (cases, init, rng) whose whole output is checked.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -44,8 +44,8 @@ TEST(Cli, CasesListShowsTheDocumentsCases) {
 TEST(Cli, InitWritesTheCasesParametersFromThreefry) {
   auto dir = testing::fresh_directory("cli-init");
   auto path = dir / "init.safetensors";
-  auto result = testing::run_command(
-      fmt::format("{} init mlp2-fmnist --out {}", kParity, path.string()));
+  auto result =
+      testing::run_command(fmt::format("{} init mlp2-fmnist --out {}", kParity, path.string()));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   SafetensorsFile file = read_safetensors(path);
   ASSERT_EQ(file.tensors.size(), 4u);

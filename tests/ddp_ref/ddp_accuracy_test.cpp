@@ -3,10 +3,9 @@
 // is ceil(7500 / 64) = 118 steps, since DistributedSampler gives each rank 7500 samples; with
 // JAX's tiny normal(0.01) initialisation it reaches 0.817 there, see README.) Published
 // baselines for a 256-unit MLP on Fashion-MNIST sit around 0.85-0.89 after full training.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <fmt/format.h>
 
 #include "command.h"
 #include "parity/common/run_dir.h"
@@ -16,9 +15,9 @@ namespace {
 
 TEST(DdpAccuracy, DefaultCaseReachesAtLeast082TestAccuracy) {
   auto dir = testing::fresh_directory("ddp-accuracy");
-  auto result = testing::run_command(fmt::format(
-      "{} ddp mlp2-fmnist --out {} --quiet", PARITY_EXECUTABLE,
-      (dir / "run").string()), 600);
+  auto result = testing::run_command(
+      fmt::format("{} ddp mlp2-fmnist --out {} --quiet", PARITY_EXECUTABLE, (dir / "run").string()),
+      600);
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, ::testing::HasSubstr("test accuracy"));
   RunDir run = read_run_dir(dir / "run");

@@ -101,10 +101,10 @@ TEST(DdpEquivalence, EightRanksOfSixtyFourEqualOneProcessOnTheGlobalBatch) {
     SCOPED_TRACE(optimizer);
     const bool sgd = std::string(optimizer) == "sgd";
     CaseSpec spec = load_case(
-        "mlp2-fmnist", {"train.steps=50", "parallel.replicas=8", "data.per_replica_batch=64",
-                        std::string("train.optimizer=") + optimizer,
-                        sgd ? "train.lr=0.05" : "train.lr=0.001",
-                        sgd ? "train.momentum=0.9" : "train.momentum=0", "train.record_steps=[49]"});
+        "mlp2-fmnist",
+        {"train.steps=50", "parallel.replicas=8", "data.per_replica_batch=64",
+         std::string("train.optimizer=") + optimizer, sgd ? "train.lr=0.05" : "train.lr=0.001",
+         sgd ? "train.momentum=0.9" : "train.momentum=0", "train.record_steps=[49]"});
     NamedTensors init = init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale);
     RunDir ddp = train_ddp(spec, init, std::string("ddp-equivalence-") + optimizer);
     ReferenceRun reference = train_single_process(spec, init);
@@ -128,9 +128,9 @@ TEST(DdpEquivalence, GradientAccumulationWithNoSyncEqualsTheLargerBatch) {
   // 4 ranks x 2 micro-batches of 32, the first under no_sync(): one optimizer step per two
   // consecutive DataLoader batches of every rank. A single process training on the union of
   // those 256 samples must match (pitfall P9's correct order: accumulate, then update).
-  CaseSpec spec = load_case("mlp2-fmnist", {"train.steps=10", "parallel.replicas=4",
-                                            "data.per_replica_batch=32", "train.grad_accum_steps=2",
-                                            "train.optimizer=sgd", "train.lr=0.1"});
+  CaseSpec spec = load_case("mlp2-fmnist",
+                            {"train.steps=10", "parallel.replicas=4", "data.per_replica_batch=32",
+                             "train.grad_accum_steps=2", "train.optimizer=sgd", "train.lr=0.1"});
   NamedTensors init = init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale);
   expect_losses_match(train_ddp(spec, init, "ddp-accumulation"), train_single_process(spec, init));
 }

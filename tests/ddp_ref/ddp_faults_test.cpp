@@ -1,11 +1,9 @@
 // Failures: a rank that throws, dies or produces NaN makes the run fail within the timeout,
 // names the rank, keeps what was written, and marks the run directory incomplete.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include "command.h"
 #include "parity/common/run_dir.h"
@@ -74,7 +72,8 @@ TEST(DdpFaults, TorchrunRankThatNeverStartsIsNamedAfterTheTimeout) {
         rank, port, kParity, kCaseArgs, (dir / "init.safetensors").string(),
         (dir / "run").string());
   }
-  auto result = testing::run_command(launches + "s=0; for j in 1 2 3; do wait -n || s=1; done; exit $s", 120);
+  auto result =
+      testing::run_command(launches + "s=0; for j in 1 2 3; do wait -n || s=1; done; exit $s", 120);
   EXPECT_NE(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, HasSubstr("rank 3 (never joined)"));
   expect_incomplete_after(dir / "run", 0, "rank 3 (never joined)");
@@ -97,9 +96,9 @@ TEST(DdpFaults, BadArgumentsAreRefusedWithTheFix) {
 
 TEST(DdpFaults, InitFileForAnotherModelIsRefusedBeforeTraining) {
   auto dir = testing::fresh_directory("fault-init");
-  auto made = testing::run_command(fmt::format(
-      "{} init mlp2-fmnist --set model.widths=[784,128,10] --out {}", kParity,
-      (dir / "small.safetensors").string()));
+  auto made = testing::run_command(
+      fmt::format("{} init mlp2-fmnist --set model.widths=[784,128,10] --out {}", kParity,
+                  (dir / "small.safetensors").string()));
   ASSERT_EQ(made.exit_code, 0) << made.output;
   auto result = run_ddp(dir / "run", "--init " + (dir / "small.safetensors").string());
   EXPECT_EQ(result.exit_code, 2) << result.output;

@@ -1,11 +1,9 @@
 // Ranks as threads of one process, as processes started by `parity ddp --nproc N`, and as
 // processes started by hand with torchrun's variables must train bit for bit alike: the same
 // ranks, the same Gloo ring, one intra-op thread each.
-#include <gtest/gtest.h>
-
-#include <unistd.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "command.h"
 #include "parity/common/run_dir.h"
@@ -45,11 +43,11 @@ class DdpProcesses : public ::testing::Test {
  protected:
   void SetUp() override {
     // One directory per test: ctest runs the tests of this fixture in parallel.
-    dir_ = testing::fresh_directory(
-        std::string("ddp-processes-") +
-        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    auto made = testing::run_command(fmt::format("{} init mlp2-fmnist --out {}", kParity,
-                                                 (dir_ / "init.safetensors").string()));
+    dir_ =
+        testing::fresh_directory(std::string("ddp-processes-") +
+                                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    auto made = testing::run_command(
+        fmt::format("{} init mlp2-fmnist --out {}", kParity, (dir_ / "init.safetensors").string()));
     ASSERT_EQ(made.exit_code, 0) << made.output;
     auto threads = run("threads", "");
     ASSERT_EQ(threads.exit_code, 0) << threads.output;
@@ -89,7 +87,8 @@ TEST_F(DdpProcesses, ProcessesStartedWithTorchrunVariablesJoinAsTheirRanks) {
         (dir_ / "torchrun").string());
   }
   // Each background job's status is collected so that a failing rank fails the test.
-  auto result = testing::run_command(launches + "s=0; for j in 1 2 3 4; do wait -n || s=1; done; exit $s");
+  auto result =
+      testing::run_command(launches + "s=0; for j in 1 2 3 4; do wait -n || s=1; done; exit $s");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   expect_bitwise_equal_runs(dir_ / "threads", dir_ / "torchrun");
 }
