@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -15,6 +14,7 @@
 #include "parity/common/case_spec.h"
 #include "parity/common/digest.h"
 #include "parity/common/error.h"
+#include "test_files.h"
 
 namespace parity {
 namespace {
@@ -52,35 +52,15 @@ TEST(Digest, SampleIdsAreLittleEndianInt64) {
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-std::string sanitized(std::string name) {
-  std::replace(name.begin(), name.end(), '/', '_');
-  return name;
-}
-
-// A fresh folder per test, removed afterwards.
-class TempDir {
+// A fresh folder per test, removed afterwards, that case files are written into.
+class CaseDir : public testing::TempDir {
  public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("parity-case-" + sanitized(info->name()) + "-" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
   // Writes `text` to <dir>/<name>.toml and returns the path as a string.
   std::string write(const std::string& name, const std::string& text) const {
-    const fs::path file = path_ / (name + ".toml");
-    std::ofstream(file) << text;
+    const fs::path file = path(name + ".toml");
+    testing::write_bytes(file, text);
     return file.string();
   }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
 };
 
 // Sets an environment variable for one scope and restores what was there before, so that a
@@ -188,7 +168,7 @@ TEST(CaseSpec, NameAndPathGiveTheSameCase) {
 }
 
 TEST(CaseSpec, CasesDirHonoursEnvironment) {
-  TempDir dir;
+  CaseDir dir;
   dir.write("only-here", kMinimalCase);
   {
     const ScopedEnv env("PARITY_CASES_DIR", dir.path().string());
@@ -205,7 +185,7 @@ TEST(CaseSpec, CasesDirHonoursEnvironment) {
 // Defaults, canonical form, hash
 
 TEST(CaseSpec, MinimalCaseTakesDefaults) {
-  TempDir dir;
+  CaseDir dir;
   const CaseSpec spec = load_case(dir.write("minimal", kMinimalCase));
   const CaseSpec defaults;
   EXPECT_EQ(spec.name, "minimal");  // [case] name defaults to the file stem
@@ -226,7 +206,7 @@ TEST(CaseSpec, MinimalCaseTakesDefaults) {
 }
 
 TEST(CaseSpec, CanonicalTomlRoundTrips) {
-  TempDir dir;
+  CaseDir dir;
   for (const char* name : {"mlp2-fmnist", "linear1024-mse", "mlp4-1024"}) {
     CaseSpec spec = load_case(name, {"train.lr=0.1234567890123", "case.description=a \"quoted\"\\"});
     const CaseSpec again = load_case(dir.write(name, spec.to_toml()));
@@ -287,7 +267,7 @@ TEST(CaseSpec, OverrideBareWordsAreStrings) {
 }
 
 TEST(CaseSpec, OverridesApplyInOrderAndCreateSections) {
-  TempDir dir;
+  CaseDir dir;
   const CaseSpec spec =
       load_case(dir.write("t", kMinimalCase), {"train.steps=5", "train.steps=7", "init.seed=3"});
   EXPECT_EQ(spec.train.steps, 7);
@@ -309,7 +289,7 @@ TEST(CaseSpec, RecordStepsCountNegativesFromTheEndAndFormASet) {
 
 TEST(CaseSpec, IntegerAcceptedWhereFloatExpected) {
   EXPECT_DOUBLE_EQ(load_case("mlp2-fmnist", {"train.lr=1"}).train.lr, 1.0);
-  TempDir dir;
+  CaseDir dir;
   const CaseSpec spec = load_case(dir.write("t", "[model]\nwidths = [784, 10]\n[train]\nlr = 2\n"));
   EXPECT_DOUBLE_EQ(spec.train.lr, 2.0);
 }
@@ -340,13 +320,13 @@ TEST(CaseSpec, OverrideErrorsNameTheOverride) {
 // Errors in the file: positions and suggestions
 
 TEST(CaseSpec, UnknownKeyNamesPositionAndSuggests) {
-  TempDir dir;
+  CaseDir dir;
   const std::string file = dir.write("t", "[model]\nwidths = [784, 10]\n[train]\nlrr = 1\n");
   EXPECT_EQ(load_error(file), "unknown key 'lrr' in [train] at " + file + ":4:1; did you mean 'lr'?");
 }
 
 TEST(CaseSpec, UnknownSectionNamesPositionAndSuggests) {
-  TempDir dir;
+  CaseDir dir;
   const std::string file = dir.write("t", "[model]\nwidths = [784, 10]\n\n[trian]\nlr = 1\n");
   EXPECT_EQ(load_error(file), "unknown section [trian] at " + file + ":4:2; did you mean [train]?");
   const std::string far = dir.write("u", "[model]\nwidths = [784, 10]\n[xyz]\n");
@@ -356,7 +336,7 @@ TEST(CaseSpec, UnknownSectionNamesPositionAndSuggests) {
 }
 
 TEST(CaseSpec, WrongTypeNamesPosition) {
-  TempDir dir;
+  CaseDir dir;
   const std::string file =
       dir.write("t", "[model]\nwidths = [784, 10]\n[train]\nsteps = 3\nlr = \"fast\"\n");
   EXPECT_EQ(load_error(file), "train.lr: expected a float, found a string at " + file + ":5:6");
@@ -374,7 +354,7 @@ TEST(CaseSpec, WrongTypeNamesPosition) {
 }
 
 TEST(CaseSpec, TomlSyntaxErrorShowsPosition) {
-  TempDir dir;
+  CaseDir dir;
   const std::string file = dir.write("t", "[model]\nwidths = [784, 10\n[train]\n");
   const std::string message = load_error(file);
   EXPECT_EQ(message.rfind(file + ":", 0), 0u) << message;
@@ -384,7 +364,7 @@ TEST(CaseSpec, TomlSyntaxErrorShowsPosition) {
 }
 
 TEST(CaseSpec, RangeErrorsInFileNamePosition) {
-  TempDir dir;
+  CaseDir dir;
   const std::string file =
       dir.write("t", "[model]\nwidths = [784, 10]\n[parallel]\nreplicas = 0\n");
   EXPECT_EQ(load_error(file),
@@ -482,7 +462,7 @@ INSTANTIATE_TEST_SUITE_P(
 // A rule that ties two keys together points at the key to change; here the loss in the file
 // no longer fits the dataset the override chose.
 TEST(CaseSpec, CrossFieldErrorPointsAtTheOtherKey) {
-  TempDir dir;
+  CaseDir dir;
   const std::string file =
       dir.write("t", "[model]\nwidths = [784, 10]\nloss = \"softmax_cross_entropy\"\n");
   EXPECT_EQ(load_error(file, {"data.dataset=synthetic-linear"}),
@@ -491,7 +471,7 @@ TEST(CaseSpec, CrossFieldErrorPointsAtTheOtherKey) {
 }
 
 TEST(CaseSpec, ErrorAboutADefaultedKeyNamesTheFile) {
-  TempDir dir;
+  CaseDir dir;
   // per_replica_batch is absent (default 64): the error can only point at the file.
   const std::string file = dir.write(
       "t", "[model]\nwidths = [16, 4]\nloss = \"mse\"\n[data]\ndataset = \"synthetic-linear\"\n"
@@ -503,7 +483,7 @@ TEST(CaseSpec, ErrorAboutADefaultedKeyNamesTheFile) {
 }
 
 TEST(CaseSpec, NameMustMatchFileStem) {
-  TempDir dir;
+  CaseDir dir;
   const std::string file =
       dir.write("right", "[case]\nname = \"wrong\"\n[model]\nwidths = [784, 10]\n");
   EXPECT_EQ(load_error(file), "case.name: expected 'right' (the file name without .toml), found "
@@ -512,7 +492,7 @@ TEST(CaseSpec, NameMustMatchFileStem) {
 }
 
 TEST(CaseSpec, MissingWidthsIsAnError) {
-  TempDir dir;
+  CaseDir dir;
   const std::string file = dir.write("t", "[train]\nsteps = 3\n");
   EXPECT_EQ(load_error(file), "model.widths is required: the layer widths from input to output, "
                               "for example widths = [784, 256, 10] at " + file);

@@ -9,18 +9,19 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "parity/common/dataset.h"
 #include "parity/common/error.h"
+#include "test_files.h"
 
 namespace parity {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::write_bytes;
 
 // ---------------------------------------------------------------------------------------------
 // The real data. Golden values read with the system Python (3.11.2), independently of zlib's C
@@ -137,20 +138,7 @@ std::vector<unsigned char> idx_file(uint32_t magic, const std::vector<uint32_t>&
 // A temp folder that mimics /usr/share/datasets/fashion-mnist, filled by each test.
 class FashionMnistFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("parity-fmnist-" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "-" +
-            std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-
-  std::string path(const char* name) const { return (dir_ / name).string(); }
+  std::string path(const char* name) const { return dir_.path(name).string(); }
 
   void write_gz(const char* name, const std::vector<unsigned char>& bytes) const {
     gzFile file = gzopen(path(name).c_str(), "wb");
@@ -162,10 +150,6 @@ class FashionMnistFiles : public ::testing::Test {
     ASSERT_EQ(gzclose(file), Z_OK);
   }
 
-  void write_raw(const char* name, const std::string& bytes) const {
-    std::ofstream(path(name), std::ios::binary) << bytes;
-  }
-
   // Well-formed images and labels of `count` samples for the train split.
   void write_train(uint32_t num_images, uint32_t num_labels) const {
     write_gz("train-images-idx3-ubyte.gz", idx_file(0x803, {num_images, 28, 28}, num_images * 784));
@@ -174,14 +158,14 @@ class FashionMnistFiles : public ::testing::Test {
 
   std::string load_error() const {
     try {
-      load_fashion_mnist_from(dir_, "train");
+      load_fashion_mnist_from(dir_.path(), "train");
     } catch (const InputError& error) {
       return error.what();
     }
     return "";
   }
 
-  fs::path dir_;
+  testing::TempDir dir_;
 };
 
 TEST_F(FashionMnistFiles, MissingFileNamesThePackage) {
@@ -196,7 +180,7 @@ TEST_F(FashionMnistFiles, DataDirComesFromEnvironment) {
   const char* old_value = std::getenv("PARITY_DATA_DIR");
   const std::string saved = old_value != nullptr ? old_value : "";
   {
-    ::setenv("PARITY_DATA_DIR", dir_.c_str(), 1);
+    ::setenv("PARITY_DATA_DIR", dir_.path().c_str(), 1);
     struct Restore {  // so that a failing assertion cannot leak the variable
       const char* old_value;
       std::string saved;
@@ -208,7 +192,7 @@ TEST_F(FashionMnistFiles, DataDirComesFromEnvironment) {
         }
       }
     } restore{old_value, saved};
-    EXPECT_EQ(fashion_mnist_dir(), dir_);
+    EXPECT_EQ(fashion_mnist_dir(), dir_.path());
     std::string message;
     try {
       load_fashion_mnist("test");
@@ -283,7 +267,7 @@ TEST_F(FashionMnistFiles, TruncatedGzipStream) {
 
 TEST_F(FashionMnistFiles, NotGzip) {
   write_train(2, 2);
-  write_raw("train-labels-idx1-ubyte.gz", "this is not a gzip file\n");
+  write_bytes(path("train-labels-idx1-ubyte.gz"), "this is not a gzip file\n");
   EXPECT_EQ(load_error(), "Fashion-MNIST file " + path("train-labels-idx1-ubyte.gz") +
                               ": is not gzip-compressed (expected an IDX file inside a .gz)");
 }
@@ -291,8 +275,8 @@ TEST_F(FashionMnistFiles, NotGzip) {
 TEST_F(FashionMnistFiles, CorruptGzipBody) {
   write_train(2, 2);
   // A gzip header (magic 1f 8b, deflate, no flags) followed by bytes that are not deflate data.
-  write_raw("train-labels-idx1-ubyte.gz",
-            std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10) + "\xff\xff\xff garbage");
+  write_bytes(path("train-labels-idx1-ubyte.gz"),
+              std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10) + "\xff\xff\xff garbage");
   const std::string message = load_error();
   EXPECT_EQ(message.rfind("Fashion-MNIST file " + path("train-labels-idx1-ubyte.gz") +
                               ": corrupt or truncated gzip data: ", 0),

@@ -1,23 +1,23 @@
 // .npy reader/writer: round trips, known-answer bytes written by numpy itself, Fortran order,
 // version 2.0/3.0 headers, and one test per kind of bad file, each checking the message.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <initializer_list>
-#include <iterator>
 #include <string>
 
-#include "parity/common/error.h"
 #include "parity/common/tensor_file.h"
+#include "test_files.h"
 
 namespace parity {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_input_error;
+using testing::read_bytes;
+using testing::write_bytes;
 
 // ---- known answers from numpy -------------------------------------------------------------
 // Produced with numpy 1.24.2 (Debian bookworm's python3-numpy, /usr/bin/python3) by:
@@ -115,29 +115,10 @@ std::string as_string(const unsigned char (&bytes)[N]) {
 // A fresh directory per test, removed afterwards.
 class NpyTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("parity_npy_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  fs::path path(const std::string& name) const { return dir_.path(name); }
 
-  fs::path path(const std::string& name) const { return dir_ / name; }
-
-  fs::path dir_;
+  testing::TempDir dir_;
 };
-
-void write_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // A .npy file with header dict `dict` and `data_num_bytes` zero bytes; version 1 uses a u16
 // header length, versions 2 and 3 a u32. No alignment padding: readers must not need it.
@@ -149,22 +130,6 @@ std::string npy_bytes(const std::string& dict, size_t data_num_bytes, int versio
     out.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
   }
   return out + header + std::string(data_num_bytes, '\0');
-}
-
-// Runs `fn`, expects an InputError whose message contains every one of `substrings`.
-template <typename Fn>
-void expect_input_error(Fn&& fn, std::initializer_list<std::string> substrings) {
-  try {
-    fn();
-  } catch (const InputError& error) {
-    std::string message = error.what();
-    for (const std::string& substring : substrings) {
-      EXPECT_NE(message.find(substring), std::string::npos)
-          << "message: " << message << "\nlacks: " << substring;
-    }
-    return;
-  }
-  ADD_FAILURE() << "expected an InputError";
 }
 
 HostTensor patterned(DType dtype, Shape shape) {
@@ -223,7 +188,7 @@ TEST_F(NpyTest, WriteReplacesAnExistingFileAndLeavesNoTempFile) {
   write_npy(path("t.npy"), patterned(DType::U8, {4}));
   EXPECT_EQ(read_npy(path("t.npy")).shape, Shape{4});
   size_t num_files = 0;
-  for (const auto& entry : fs::directory_iterator(dir_)) {
+  for (const auto& entry : fs::directory_iterator(dir_.path())) {
     EXPECT_EQ(entry.path().filename(), "t.npy");
     ++num_files;
   }

@@ -4,54 +4,24 @@
 #include "parity/common/run_dir.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
 
-#include "parity/common/error.h"
+#include "test_files.h"
 
 namespace parity {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("parity_run_dir_test_" + std::to_string(::getpid()) + "_" + test->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
+using testing::expect_input_error;
+using testing::read_bytes;
+using testing::TempDir;
+using testing::write_bytes;
 
 RunInfo sample_info() {
   RunInfo info;
@@ -93,18 +63,6 @@ NamedTensors sample_tensors() {
   return tensors;
 }
 
-// Runs `body`, which must throw InputError whose message contains `expected`.
-template <typename Body>
-void expect_input_error(Body body, const std::string& expected) {
-  try {
-    body();
-    ADD_FAILURE() << "no InputError; expected one containing: " << expected;
-  } catch (const InputError& error) {
-    EXPECT_NE(std::string(error.what()).find(expected), std::string::npos)
-        << "message: " << error.what() << "\nexpected to contain: " << expected;
-  }
-}
-
 // A finished run with three steps, tensors at steps 0 and 2.
 void write_sample_run(const fs::path& dir) {
   RunDirWriter writer(dir, sample_info());
@@ -117,9 +75,9 @@ void write_sample_run(const fs::path& dir) {
 // Edits run.json as JSON, for the bad-input tests.
 template <typename Edit>
 void edit_run_json(const fs::path& dir, Edit edit) {
-  nlohmann::ordered_json run = nlohmann::ordered_json::parse(read_file(dir / "run.json"));
+  nlohmann::ordered_json run = nlohmann::ordered_json::parse(read_bytes(dir / "run.json"));
   edit(run);
-  write_file(dir / "run.json", run.dump(2));
+  write_bytes(dir / "run.json", run.dump(2));
 }
 
 TEST(RunDir, WriteReadRoundTrip) {
@@ -188,7 +146,7 @@ TEST(RunDir, WriteReadRoundTrip) {
 TEST(RunDir, FilesHaveTheDocumentedShape) {
   TempDir temp;
   write_sample_run(temp.path());
-  const auto run = nlohmann::json::parse(read_file(temp.path() / "run.json"));
+  const auto run = nlohmann::json::parse(read_bytes(temp.path() / "run.json"));
   EXPECT_EQ(run.at("format"), "parity-run");
   EXPECT_EQ(run.at("schema_version"), 1);
   EXPECT_EQ(run.at("case").at("name"), "mlp_fashion_mnist");
@@ -196,7 +154,7 @@ TEST(RunDir, FilesHaveTheDocumentedShape) {
 
   // metrics.jsonl: one compact object per line, newline-terminated, no replica_samples key when
   // there are none.
-  const std::string metrics = read_file(temp.path() / "metrics.jsonl");
+  const std::string metrics = read_bytes(temp.path() / "metrics.jsonl");
   ASSERT_FALSE(metrics.empty());
   EXPECT_EQ(metrics.back(), '\n');
   std::istringstream lines(metrics);
@@ -229,7 +187,7 @@ TEST(RunDir, NonFiniteNumbersRoundTrip) {
   writer.append_step(metrics);
   writer.finish();
 
-  const std::string line = read_file(temp.path() / "metrics.jsonl");
+  const std::string line = read_bytes(temp.path() / "metrics.jsonl");
   EXPECT_NE(line.find("\"loss\":\"NaN\""), std::string::npos) << line;
   EXPECT_NE(line.find("\"grad_norm\":\"Infinity\""), std::string::npos) << line;
   EXPECT_NE(line.find("\"param_norm\":\"-Infinity\""), std::string::npos) << line;
@@ -250,7 +208,7 @@ TEST(RunDir, WriterRefusesToReuseARunUnlessOverwrite) {
   TempDir temp;
   write_sample_run(temp.path());
   expect_input_error([&] { RunDirWriter again(temp.path(), sample_info()); },
-                     "already holds a run (run.json exists)");
+                     {"already holds a run (run.json exists)"});
   // The refused writer touched nothing.
   EXPECT_EQ(read_run_dir(temp.path()).steps.size(), 3u);
 
@@ -294,17 +252,17 @@ TEST(RunDir, RunningRunIsReadAsRunning) {
 TEST(RunDir, MissingRunJson) {
   TempDir temp;
   expect_input_error([&] { read_run_dir(temp.path()); },
-                     "not a run directory: no run.json in " + temp.path().string());
-  expect_input_error([&] { read_run_dir(temp.path() / "absent"); }, "not a run directory");
+                     {"not a run directory: no run.json in " + temp.path().string()});
+  expect_input_error([&] { read_run_dir(temp.path() / "absent"); }, {"not a run directory"});
 }
 
 TEST(RunDir, BadJsonNamesTheLine) {
   TempDir temp;
-  write_file(temp.path() / "run.json",
-             "{\n  \"format\": \"parity-run\",\n  \"schema_version\" 1\n}\n");
+  write_bytes(temp.path() / "run.json",
+              "{\n  \"format\": \"parity-run\",\n  \"schema_version\" 1\n}\n");
   expect_input_error([&] { read_run_dir(temp.path()); },
-                     (temp.path() / "run.json").string() + " line 3, column");
-  expect_input_error([&] { read_run_dir(temp.path()); }, "not valid JSON");
+                     {(temp.path() / "run.json").string() + " line 3, column"});
+  expect_input_error([&] { read_run_dir(temp.path()); }, {"not valid JSON"});
 }
 
 TEST(RunDir, NewerSchemaVersionAsksForAnUpgrade) {
@@ -312,7 +270,7 @@ TEST(RunDir, NewerSchemaVersionAsksForAnUpgrade) {
   write_sample_run(temp.path());
   edit_run_json(temp.path(), [](auto& run) { run["schema_version"] = 2; });
   expect_input_error([&] { read_run_dir(temp.path()); },
-                     "written by a newer parity (schema 2); this build reads schema 1; upgrade");
+                     {"written by a newer parity (schema 2); this build reads schema 1; upgrade"});
 }
 
 TEST(RunDir, WrongFormatIsRejected) {
@@ -320,7 +278,7 @@ TEST(RunDir, WrongFormatIsRejected) {
   write_sample_run(temp.path());
   edit_run_json(temp.path(), [](auto& run) { run["format"] = "something-else"; });
   expect_input_error([&] { read_run_dir(temp.path()); },
-                     "not a parity run (format \"something-else\", expected \"parity-run\")");
+                     {"not a parity run (format \"something-else\", expected \"parity-run\")"});
 }
 
 TEST(RunDir, MissingKeyNamesFileAndKeyPath) {
@@ -329,7 +287,7 @@ TEST(RunDir, MissingKeyNamesFileAndKeyPath) {
   edit_run_json(temp.path(), [](auto& run) { run["timings"].erase("setup_seconds"); });
   expect_input_error(
       [&] { read_run_dir(temp.path()); },
-      (temp.path() / "run.json").string() + ": missing key \"timings.setup_seconds\"");
+      {(temp.path() / "run.json").string() + ": missing key \"timings.setup_seconds\""});
 }
 
 TEST(RunDir, WrongTypeNamesExpectedAndFound) {
@@ -337,41 +295,41 @@ TEST(RunDir, WrongTypeNamesExpectedAndFound) {
   write_sample_run(temp.path());
   edit_run_json(temp.path(), [](auto& run) { run["replicas"] = "four"; });
   expect_input_error([&] { read_run_dir(temp.path()); },
-                     "key \"replicas\": expected an integer, found string \"four\"");
+                     {"key \"replicas\": expected an integer, found string \"four\""});
   edit_run_json(temp.path(), [](auto& run) {
     run["replicas"] = 4;
     run["status"] = "paused";
   });
-  expect_input_error([&] { read_run_dir(temp.path()); }, "found \"paused\"");
+  expect_input_error([&] { read_run_dir(temp.path()); }, {"found \"paused\""});
 }
 
 TEST(RunDir, MetricsLineThatIsNotAnObject) {
   TempDir temp;
   write_sample_run(temp.path());
-  std::string metrics = read_file(temp.path() / "metrics.jsonl");
+  std::string metrics = read_bytes(temp.path() / "metrics.jsonl");
   metrics.insert(metrics.find('\n') + 1, "[1, 2, 3]\n");
-  write_file(temp.path() / "metrics.jsonl", metrics);
+  write_bytes(temp.path() / "metrics.jsonl", metrics);
   expect_input_error([&] { read_run_dir(temp.path()); },
-                     "metrics.jsonl line 2: expected a JSON object, found array");
+                     {"metrics.jsonl line 2: expected a JSON object, found array"});
 }
 
 TEST(RunDir, MetricsLineWithBadJsonOrMissingKey) {
   TempDir temp;
   write_sample_run(temp.path());
-  const std::string good = read_file(temp.path() / "metrics.jsonl");
-  write_file(temp.path() / "metrics.jsonl", good + "{\"step\": 9,, }\n");
+  const std::string good = read_bytes(temp.path() / "metrics.jsonl");
+  write_bytes(temp.path() / "metrics.jsonl", good + "{\"step\": 9,, }\n");
   expect_input_error([&] { read_run_dir(temp.path()); },
-                     "metrics.jsonl line 4, column 12: not valid JSON");
-  write_file(temp.path() / "metrics.jsonl", good + "{\"step\": 9}\n");
+                     {"metrics.jsonl line 4, column 12: not valid JSON"});
+  write_bytes(temp.path() / "metrics.jsonl", good + "{\"step\": 9}\n");
   expect_input_error([&] { read_run_dir(temp.path()); },
-                     "metrics.jsonl line 4: missing key \"loss\"");
-  write_file(temp.path() / "metrics.jsonl",
-             good +
-                 "{\"step\":9,\"loss\":\"nan\",\"replica_losses\":[],\"grad_norm\":0,"
-                 "\"param_norm\":0,\"lr\":0,\"step_seconds\":0,\"samples_digest\":\"\"}\n");
+                     {"metrics.jsonl line 4: missing key \"loss\""});
+  write_bytes(temp.path() / "metrics.jsonl",
+              good +
+                  "{\"step\":9,\"loss\":\"nan\",\"replica_losses\":[],\"grad_norm\":0,"
+                  "\"param_norm\":0,\"lr\":0,\"step_seconds\":0,\"samples_digest\":\"\"}\n");
   expect_input_error([&] { read_run_dir(temp.path()); },
-                     "metrics.jsonl line 4: key \"loss\": expected a number (or \"NaN\", "
-                     "\"Infinity\", \"-Infinity\"), found string \"nan\"");
+                     {"metrics.jsonl line 4: key \"loss\": expected a number (or \"NaN\", "
+                      "\"Infinity\", \"-Infinity\"), found string \"nan\""});
 }
 
 TEST(RunDir, StepsMustStrictlyIncrease) {
@@ -381,21 +339,22 @@ TEST(RunDir, StepsMustStrictlyIncrease) {
   writer.append_step(sample_step(3));
   writer.append_step(sample_step(3));
   writer.finish();
-  expect_input_error([&] { read_run_dir(temp.path()); },
-                     "metrics.jsonl line 3: step 3 does not increase (the line before has step 3)");
+  expect_input_error(
+      [&] { read_run_dir(temp.path()); },
+      {"metrics.jsonl line 3: step 3 does not increase (the line before has step 3)"});
 }
 
 TEST(RunDir, TruncatedLastLineIsReportedAsSuch) {
   TempDir temp;
   write_sample_run(temp.path());
-  const std::string metrics = read_file(temp.path() / "metrics.jsonl");
-  write_file(temp.path() / "metrics.jsonl", metrics + "{\"step\":3,\"loss\":2.1,\"replica_lo");
+  const std::string metrics = read_bytes(temp.path() / "metrics.jsonl");
+  write_bytes(temp.path() / "metrics.jsonl", metrics + "{\"step\":3,\"loss\":2.1,\"replica_lo");
   expect_input_error(
       [&] { read_run_dir(temp.path()); },
-      "metrics.jsonl line 4: truncated last line (no newline and not complete JSON); "
-      "the producer was probably killed while writing it");
+      {"metrics.jsonl line 4: truncated last line (no newline and not complete JSON); "
+       "the producer was probably killed while writing it"});
   // A complete last object without its newline is fine.
-  write_file(temp.path() / "metrics.jsonl", metrics.substr(0, metrics.size() - 1));
+  write_bytes(temp.path() / "metrics.jsonl", metrics.substr(0, metrics.size() - 1));
   EXPECT_EQ(read_run_dir(temp.path()).steps.size(), 3u);
 }
 
@@ -403,8 +362,8 @@ TEST(RunDir, MissingStepTensorsListsTheRecordedSteps) {
   TempDir temp;
   write_sample_run(temp.path());
   expect_input_error([&] { read_step_tensors(temp.path(), 1); },
-                     "no tensors recorded at step 1 in " + temp.path().string() +
-                         " (no step_000001.safetensors); recorded steps: 0 2");
+                     {"no tensors recorded at step 1 in " + temp.path().string() +
+                      " (no step_000001.safetensors); recorded steps: 0 2"});
 }
 
 TEST(RunDir, UtcTimestampIsIso8601WithZ) {

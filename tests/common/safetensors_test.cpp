@@ -2,50 +2,31 @@
 // format spec, and one test per kind of bad file, each checking the message names the file,
 // the tensor and the problem.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <initializer_list>
-#include <iterator>
 #include <string>
 
-#include "parity/common/error.h"
 #include "parity/common/tensor_file.h"
+#include "test_files.h"
 
 namespace parity {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_input_error;
+using testing::read_bytes;
+using testing::write_bytes;
 
 // A fresh directory per test, removed afterwards.
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("parity_safetensors_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  fs::path path(const std::string& name) const { return dir_.path(name); }
 
-  fs::path path(const std::string& name) const { return dir_ / name; }
-
-  fs::path dir_;
+  testing::TempDir dir_;
 };
-
-void write_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::string le_u64(uint64_t value) {
   std::string out;
@@ -57,22 +38,6 @@ std::string le_u64(uint64_t value) {
 std::string safetensors_bytes(std::string header, size_t data_num_bytes) {
   header.append((8 - header.size() % 8) % 8, ' ');
   return le_u64(header.size()) + header + std::string(data_num_bytes, '\0');
-}
-
-// Runs `fn`, expects an InputError whose message contains every one of `substrings`.
-template <typename Fn>
-void expect_input_error(Fn&& fn, std::initializer_list<std::string> substrings) {
-  try {
-    fn();
-  } catch (const InputError& error) {
-    std::string message = error.what();
-    for (const std::string& substring : substrings) {
-      EXPECT_NE(message.find(substring), std::string::npos)
-          << "message: " << message << "\nlacks: " << substring;
-    }
-    return;
-  }
-  ADD_FAILURE() << "expected an InputError";
 }
 
 // A tensor whose bytes follow a simple pattern (0/1 for BOOL so the values are valid).
@@ -155,7 +120,7 @@ TEST_F(SafetensorsTest, WriteReplacesAnExistingFileAndLeavesNoTempFile) {
   write_safetensors(path("w.safetensors"), {{"a", patterned(DType::I32, {2})}});
   EXPECT_EQ(read_safetensors(path("w.safetensors")).tensors.size(), 1u);
   size_t num_files = 0;
-  for (const auto& entry : fs::directory_iterator(dir_)) {
+  for (const auto& entry : fs::directory_iterator(dir_.path())) {
     EXPECT_EQ(entry.path().filename(), "w.safetensors");
     ++num_files;
   }
