@@ -9,5 +9,6 @@ namespace parity::cli {
 void register_init_command(CLI::App& app);
 void register_cases_command(CLI::App& app);
 void register_ddp_command(CLI::App& app);
+void register_program_command(CLI::App& app);
 
 }  // namespace parity::cli

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "parity/common/error.h"
+#include "pmap_engine/dtype.h"
 #include "rng_command.h"
 
 int main(int argc, char** argv) {
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   parity::cli::register_init_command(app);
   parity::cli::register_cases_command(app);
   parity::cli::register_ddp_command(app);
+  parity::cli::register_program_command(app);
   register_rng_command(app);
   try {
     app.parse(argc, argv);
@@ -27,6 +29,9 @@ int main(int argc, char** argv) {
   } catch (const parity::RunError& error) {
     std::cerr << "parity: run failed: " << error.what() << "\n";
     return 1;
+  } catch (const pmap_engine::EngineError& error) {
+    std::cerr << "parity: error: " << error.what() << "\n";
+    return 2;
   } catch (const std::exception& error) {
     std::cerr << "parity: internal error: " << error.what() << "\n";
     return 3;

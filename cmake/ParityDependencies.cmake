@@ -41,3 +41,10 @@ target_compile_definitions(parity::torch INTERFACE USE_C10D_GLOO)
 # Gloo: Debian ships GlooTargets.cmake with a `gloo` target.
 add_library(parity::gloo INTERFACE IMPORTED GLOBAL)
 target_link_libraries(parity::gloo INTERFACE gloo)
+
+# OpenBLAS: Debian's libopenblas-dev ships a CMake config (OpenBLASConfig.cmake) with
+# OpenBLAS_LIBRARIES / OpenBLAS_INCLUDE_DIRS.
+parity_find_package(OpenBLAS libopenblas-dev)
+add_library(parity::openblas INTERFACE IMPORTED GLOBAL)
+target_link_libraries(parity::openblas INTERFACE ${OpenBLAS_LIBRARIES})
+target_include_directories(parity::openblas SYSTEM INTERFACE ${OpenBLAS_INCLUDE_DIRS})

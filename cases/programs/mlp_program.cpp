@@ -1,0 +1,138 @@
+#include "mlp_program.h"
+
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "parity/common/error.h"
+#include "pmap_engine/ops.h"
+
+namespace parity::cases {
+namespace {
+
+pe::Array to_engine(const HostTensor& tensor) {
+  if (tensor.dtype != DType::F32) {
+    throw InputError(fmt::format("parameters must be F32, found {}", dtype_name(tensor.dtype)));
+  }
+  std::vector<float> values(tensor.num_elements());
+  std::memcpy(values.data(), tensor.bytes.data(), tensor.num_bytes());
+  return pe::Array::from_floats(pe::Shape(tensor.shape.begin(), tensor.shape.end()), values);
+}
+
+HostTensor to_host(const pe::Array& array) {
+  std::vector<float> values = array.to_floats();
+  return HostTensor::from_f32(Shape(array.shape().begin(), array.shape().end()), values);
+}
+
+pe::Array activate(const std::string& activation, const pe::Array& x) {
+  if (activation == "tanh") return pe::tanh(x);
+  if (activation == "relu") return pe::relu(x);
+  // torch.nn.functional.gelu's default (what ddp_ref runs) is the exact erf form, so the
+  // engine uses approximate=false; jax.nn.gelu's own default is the tanh approximation.
+  if (activation == "gelu") return pe::gelu(x, /*approximate=*/false);
+  throw InternalError("activation '" + activation + "' passed case validation");
+}
+
+}  // namespace
+
+pe::Tree params_from_tensors(const NamedTensors& tensors) {
+  std::map<std::string, std::map<std::string, pe::Tree>> layers;
+  for (const auto& [name, tensor] : tensors) {
+    const size_t dot = name.find('.');
+    if (dot == std::string::npos) {
+      throw InputError("parameter '" + name + "' is not a canonical name like dense0.kernel");
+    }
+    layers[name.substr(0, dot)].emplace(name.substr(dot + 1), to_engine(tensor));
+  }
+  std::map<std::string, pe::Tree> tree;
+  for (auto& [layer, entries] : layers) tree.emplace(layer, pe::Tree::dict(std::move(entries)));
+  return pe::Tree::dict(std::move(tree));
+}
+
+NamedTensors tensors_from_params(const pe::Tree& params) {
+  NamedTensors tensors;
+  std::vector<pe::Array> leaves = params.leaves();
+  std::vector<std::string> paths = params.leaf_paths();
+  for (size_t i = 0; i < leaves.size(); ++i) tensors.emplace(paths[i], to_host(leaves[i]));
+  return tensors;
+}
+
+pe::Array mlp_forward(const ModelSpec& model, const pe::Tree& params, const pe::Array& x) {
+  const size_t num_layers = model.widths.size() - 1;
+  pe::Array h = x;
+  for (size_t i = 0; i < num_layers; ++i) {
+    const pe::Tree& layer = params[fmt::format("dense{}", i)];
+    h = pe::matmul(h, layer["kernel"]) + layer["bias"].leaf();
+    if (i + 1 < num_layers) h = activate(model.activation, h);
+  }
+  return h;
+}
+
+pe::DType compute_dtype(const std::string& name) {
+  if (name == "f32") return pe::DType::f32;
+  if (name == "bf16") return pe::DType::bf16;
+  if (name == "f16") return pe::DType::f16;
+  throw InternalError("dtype '" + name + "' passed case validation");
+}
+
+pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Array& x,
+                   const pe::Array& y, pe::DType dtype) {
+  // Mixed precision as seed 002 §3.4 writes it: the master weights stay f32 (they are what
+  // the optimizer updates); the forward pass and the loss run in the compute dtype, and the
+  // loss is cast to f32 at the end, so the gradients arrive in f32 through the casts.
+  const bool mixed = dtype != pe::DType::f32;
+  const pe::Tree compute_params =
+      mixed ? pe::tree_map([dtype](const pe::Array& p) { return pe::astype(p, dtype); }, params)
+            : params;
+  pe::Array outputs = mlp_forward(model, compute_params, mixed ? pe::astype(x, dtype) : x);
+  pe::Array loss = model.loss == "softmax_cross_entropy"
+                       ? pe::mean(pe::softmax_cross_entropy_with_integer_labels(outputs, y))
+                       : pe::mse(outputs, mixed ? pe::astype(y, dtype) : y);
+  return mixed ? pe::astype(loss, pe::DType::f32) : loss;
+}
+
+pe::optim::GradientTransformation make_optimizer(const TrainSpec& train) {
+  namespace optim = pe::optim;
+  std::vector<optim::GradientTransformation> parts;
+  if (train.clip_grad_norm > 0) parts.push_back(optim::clip_by_global_norm(train.clip_grad_norm));
+  // torch.optim's SGD and Adam add weight_decay * param to the gradient (L2) before anything
+  // else: optax's add_decayed_weights at the front of the chain.
+  if (train.weight_decay > 0 && train.optimizer != "adamw") {
+    parts.push_back(optim::add_decayed_weights(train.weight_decay));
+  }
+  if (train.optimizer == "sgd") {
+    parts.push_back(optim::sgd(train.lr, train.momentum, train.nesterov));
+  } else if (train.optimizer == "adam") {
+    parts.push_back(optim::adam(train.lr, train.beta1, train.beta2, train.eps));
+  } else if (train.optimizer == "adamw") {
+    parts.push_back(optim::adamw(train.lr, train.beta1, train.beta2, train.eps, train.weight_decay));
+  } else {
+    throw InternalError("optimizer '" + train.optimizer + "' passed case validation");
+  }
+  return parts.size() == 1 ? parts.front() : optim::chain(parts);
+}
+
+pe::Jitted make_train_step(const CaseSpec& spec) {
+  const ModelSpec model = spec.model;
+  const pe::optim::GradientTransformation optimizer = make_optimizer(spec.train);
+  const pe::DType dtype = compute_dtype(spec.train.dtype);
+  pe::TreeFunction loss_fn = [model, dtype](const std::vector<pe::Tree>& args) {
+    return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype));
+  };
+  pe::TreeFunction value_and_grad = pe::value_and_grad(loss_fn);
+  pe::TreeFunction train_step = [optimizer, value_and_grad](const std::vector<pe::Tree>& args) {
+    const pe::Tree& params = args[0];
+    const pe::Tree& opt_state = args[1];
+    pe::Tree loss_and_grads = value_and_grad({params, args[2], args[3]});
+    const pe::Tree& grads = loss_and_grads[1];
+    auto [updates, new_state] = optimizer.update(grads, opt_state, params);
+    return pe::Tree::tuple(
+        {pe::optim::apply_updates(params, updates), new_state, loss_and_grads[0], grads});
+  };
+  pe::JitOptions options;
+  options.donate_argnums = {0, 1};
+  return pe::jit(train_step, options, "train_step");
+}
+
+}  // namespace parity::cases

@@ -1,0 +1,44 @@
+// The MLP cases written with pmap_engine exactly as seed 002 writes them in JAX:
+//
+//   def mlp(params, x): h = tanh(x @ w1 + b1); return h @ w2 + b2
+//   def loss_fn(params, x, y): return mean(softmax_cross_entropy_with_integer_labels(mlp(params, x), y))
+//   def train_step(params, opt_state, x, y):
+//       loss, grads = value_and_grad(loss_fn)(params, x, y)
+//       updates, opt_state = optimizer.update(grads, opt_state, params)
+//       return optax.apply_updates(params, updates), opt_state, loss
+//
+// generalised to the case's layer widths, activation, loss and optimizer.
+#pragma once
+
+#include "parity/common/case_spec.h"
+#include "parity/common/host_tensor.h"
+#include "pmap_engine/optim.h"
+#include "pmap_engine/transforms.h"
+
+namespace parity::cases {
+
+namespace pe = pmap_engine;
+
+// Canonical tensors ("dense0.kernel") as the nested dict {"dense0": {"bias", "kernel"}}, whose
+// leaf paths are the canonical names again.
+pe::Tree params_from_tensors(const NamedTensors& tensors);
+NamedTensors tensors_from_params(const pe::Tree& params);
+
+// x: [B, widths[0]] -> [B, widths.back()].
+pe::Array mlp_forward(const ModelSpec& model, const pe::Tree& params, const pe::Array& x);
+// The case's train.dtype ("f32", "bf16", "f16") as an engine dtype.
+pe::DType compute_dtype(const std::string& name);
+
+// Mean loss over the batch, in f32; y: i32 labels [B] or f32 targets [B, T]. With a 16-bit
+// `dtype` the forward pass runs in it from f32 master weights (mixed precision).
+pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Array& x,
+                   const pe::Array& y, pe::DType dtype = pe::DType::f32);
+
+// The case's optimizer with optax semantics (the torch.optim equivalents ddp_ref uses).
+pe::optim::GradientTransformation make_optimizer(const TrainSpec& train);
+
+// train_step(params, opt_state, x, y) -> (params, opt_state, loss, grads), jitted with params
+// and opt_state donated. The grads are returned so that runs can record them.
+pe::Jitted make_train_step(const CaseSpec& spec);
+
+}  // namespace parity::cases

@@ -1,0 +1,85 @@
+// Array: the engine's value type, like a jax.Array. Outside a trace it holds a concrete
+// buffer; inside `jit` or `value_and_grad` it is a tracer, a symbolic stand-in for a value of
+// known shape and dtype, and every op on it records an equation in the trace's program.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "pmap_engine/dtype.h"
+
+namespace pmap_engine {
+
+// Host memory of one array: row-major, dtype-sized elements.
+struct Buffer {
+  DType dtype = DType::f32;
+  Shape shape;
+  std::shared_ptr<std::vector<std::byte>> bytes;
+
+  static Buffer allocate(DType dtype, Shape shape);  // zero-filled
+  size_t num_elements() const { return shape_num_elements(shape); }
+  size_t num_bytes() const { return bytes ? bytes->size() : 0; }
+  template <typename T>
+  T* data() {
+    return reinterpret_cast<T*>(bytes->data());
+  }
+  template <typename T>
+  const T* data() const {
+    return reinterpret_cast<const T*>(bytes->data());
+  }
+};
+
+namespace ir {
+class TraceContext;
+}
+
+class Array {
+ public:
+  Array() = default;
+  explicit Array(Buffer buffer);
+  // A tracer: variable `var` of `trace`'s program.
+  Array(ir::TraceContext* trace, int var, DType dtype, Shape shape);
+
+  // Concrete arrays from host values.
+  static Array from_floats(Shape shape, const std::vector<float>& values);
+  static Array from_doubles(Shape shape, const std::vector<double>& values);
+  static Array from_ints(Shape shape, const std::vector<int32_t>& values);
+  static Array from_uints(Shape shape, const std::vector<uint32_t>& values);
+  static Array scalar(double value, DType dtype = DType::f32);
+
+  bool valid() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  DType dtype() const;
+  int64_t ndim() const { return static_cast<int64_t>(shape().size()); }
+  size_t num_elements() const { return shape_num_elements(shape()); }
+
+  bool is_traced() const;
+  ir::TraceContext* trace() const;
+  int var() const;
+
+  // The buffer of a concrete array. On a tracer: EngineError explaining tracing, pointing to
+  // debug_print and static arguments (as JAX's ConcretizationTypeError does).
+  const Buffer& buffer(const char* what = "this operation") const;
+  std::vector<float> to_floats() const;   // any dtype, converted
+  std::vector<double> to_doubles() const;
+  std::vector<int64_t> to_ints() const;
+  double item() const;                     // a one-element array's value
+
+  // jit's donate_argnums: hands this array's storage to the callee. The array is deleted
+  // afterwards and any later read is an error, as for a donated jax.Array.
+  Buffer donate();
+  bool is_deleted() const { return impl_ && impl_->deleted; }
+
+ private:
+  struct Impl {
+    DType dtype = DType::f32;
+    Shape shape;
+    Buffer buffer;                 // concrete arrays
+    ir::TraceContext* trace = nullptr;  // tracers
+    int var = -1;
+    bool deleted = false;
+  };
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace pmap_engine

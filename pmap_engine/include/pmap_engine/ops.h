@@ -1,0 +1,105 @@
+// The ops users write models with (jax.numpy / jax.nn / lax level). Binary ops broadcast as
+// NumPy does; a Python-style scalar operand (a double) takes the other operand's dtype (JAX's
+// weak typing). Shape and dtype errors name the op and both operands.
+//
+// Dimension legend used in comments: B batch, D features, K classes, ... Shapes in brackets.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pmap_engine/array.h"
+
+namespace pmap_engine {
+
+// --- element-wise arithmetic (broadcasting) ---
+Array add(const Array& a, const Array& b);
+Array sub(const Array& a, const Array& b);
+Array mul(const Array& a, const Array& b);
+Array div(const Array& a, const Array& b);
+Array maximum(const Array& a, const Array& b);
+Array minimum(const Array& a, const Array& b);
+Array neg(const Array& x);
+Array exp(const Array& x);
+Array log(const Array& x);
+Array tanh(const Array& x);
+Array sqrt(const Array& x);
+Array rsqrt(const Array& x);
+Array abs(const Array& x);
+Array sign(const Array& x);
+Array square(const Array& x);
+
+Array operator+(const Array& a, const Array& b);
+Array operator-(const Array& a, const Array& b);
+Array operator*(const Array& a, const Array& b);
+Array operator/(const Array& a, const Array& b);
+Array operator-(const Array& x);
+Array operator+(const Array& a, double b);
+Array operator-(const Array& a, double b);
+Array operator*(const Array& a, double b);
+Array operator/(const Array& a, double b);
+Array operator+(double a, const Array& b);
+Array operator-(double a, const Array& b);
+Array operator*(double a, const Array& b);
+Array operator/(double a, const Array& b);
+
+// --- comparisons (bool results) and selection ---
+Array equal(const Array& a, const Array& b);
+Array not_equal(const Array& a, const Array& b);
+Array less(const Array& a, const Array& b);
+Array less_equal(const Array& a, const Array& b);
+Array greater(const Array& a, const Array& b);
+Array greater_equal(const Array& a, const Array& b);
+Array where(const Array& condition, const Array& if_true, const Array& if_false);
+
+// --- constants and conversions ---
+Array full(const Shape& shape, double value, DType dtype = DType::f32);
+Array zeros(const Shape& shape, DType dtype = DType::f32);
+Array ones(const Shape& shape, DType dtype = DType::f32);
+Array zeros_like(const Array& x);
+Array ones_like(const Array& x);
+Array scalar_like(const Array& x, double value);  // a 0-d array of x's dtype
+Array astype(const Array& x, DType dtype);
+Array iota(DType dtype, const Shape& shape, int64_t dimension);
+Array stop_gradient(const Array& x);
+
+// --- reductions (negative axes count from the end; empty axes = all) ---
+Array sum(const Array& x, std::vector<int64_t> axes = {}, bool keepdims = false);
+Array mean(const Array& x, std::vector<int64_t> axes = {}, bool keepdims = false);
+Array max(const Array& x, std::vector<int64_t> axes = {}, bool keepdims = false);
+
+// --- shape ops ---
+Array reshape(const Array& x, const Shape& shape);  // one -1 allowed
+Array transpose(const Array& x, std::vector<int64_t> permutation = {});  // default: reverse
+Array broadcast_to(const Array& x, const Shape& shape);
+Array broadcast_in_dim(const Array& x, const Shape& shape,
+                       const std::vector<int64_t>& broadcast_dimensions);
+Array expand_dims(const Array& x, int64_t axis);
+Array concatenate(const std::vector<Array>& arrays, int64_t axis);
+Array slice(const Array& x, const std::vector<int64_t>& start, const std::vector<int64_t>& limit);
+Array take_along_axis(const Array& x, const Array& indices, int64_t axis);
+
+// --- linear algebra ---
+// lax.dot_general: contract lhs_contracting with rhs_contracting, batch over lhs_batch/rhs_batch.
+// Output: batch dims, then lhs free dims, then rhs free dims.
+Array dot_general(const Array& lhs, const Array& rhs, const std::vector<int64_t>& lhs_contracting,
+                  const std::vector<int64_t>& rhs_contracting,
+                  const std::vector<int64_t>& lhs_batch = {},
+                  const std::vector<int64_t>& rhs_batch = {});
+// jnp.matmul for 1-D/2-D operands (and batched 3-D): x [B, D] @ w [D, H] -> [B, H].
+Array matmul(const Array& a, const Array& b);
+
+// --- neural-network functions (jax.nn / optax) ---
+Array relu(const Array& x);
+Array gelu(const Array& x, bool approximate = true);  // jax.nn.gelu's default is the tanh form
+Array logsumexp(const Array& x, int64_t axis, bool keepdims = false);
+Array log_softmax(const Array& x, int64_t axis = -1);
+Array softmax(const Array& x, int64_t axis = -1);
+Array one_hot(const Array& labels, int64_t num_classes, DType dtype = DType::f32);
+// optax.softmax_cross_entropy_with_integer_labels: logits [..., K], labels [...] int -> [...].
+Array softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& labels);
+// mean((predictions - targets)^2) over every element (torch.nn.functional.mse_loss's mean).
+Array mse(const Array& predictions, const Array& targets);
+
+}  // namespace pmap_engine

@@ -1,0 +1,81 @@
+// Transformations: jit (trace once per signature, then run the program), value_and_grad
+// (reverse mode on the traced program), and the debugging aids JAX users reach for.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pmap_engine/tree.h"
+
+namespace pmap_engine {
+
+// A function of pytrees: the form every transformation takes and returns.
+using TreeFunction = std::function<Tree(const std::vector<Tree>& args)>;
+
+struct JitOptions {
+  // Arguments whose values (not just shapes) are part of the signature: they stay concrete
+  // inside the function, so it may branch on them; a new value recompiles.
+  std::set<size_t> static_argnums;
+  // Arguments the caller gives up: their buffers may be updated in place (donate_argnums).
+  std::set<size_t> donate_argnums;
+};
+
+struct CacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;  // traces (compilations)
+};
+
+struct ExecutionStats {
+  int64_t peak_bytes = 0;     // live buffers at the worst point of the last run, exact
+  int64_t num_ops = 0;
+  int64_t donated_reuses = 0;  // outputs written into donated input buffers
+};
+
+class Jitted {
+ public:
+  Jitted(TreeFunction function, JitOptions options, std::string name);
+  ~Jitted();
+  Tree operator()(const std::vector<Tree>& args) const;
+
+  CacheStats cache_stats() const;
+  ExecutionStats last_execution() const;
+  // The program traced for these arguments (tracing it if needed), like jax.make_jaxpr.
+  std::string program_text(const std::vector<Tree>& args) const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+Jitted jit(TreeFunction function, JitOptions options = {}, std::string name = "f");
+
+// value_and_grad(f)(args): f returns a scalar loss (or a tuple (loss, aux) with has_aux);
+// returns (loss, grads) or ((loss, aux), grads) as a tuple Tree. Gradients are taken with
+// respect to the arguments in argnums (a tuple of grads when there are several).
+TreeFunction value_and_grad(TreeFunction function, std::vector<size_t> argnums = {0},
+                            bool has_aux = false);
+TreeFunction grad(TreeFunction function, std::vector<size_t> argnums = {0}, bool has_aux = false);
+
+// The traced program of `function` for `args` as text, like jax.make_jaxpr.
+std::string make_program(const TreeFunction& function, const std::vector<Tree>& args);
+
+// jax.disable_jit(): while an instance lives, jit runs functions op by op. PE_DISABLE_JIT=1
+// in the environment does the same for the whole process.
+class DisableJit {
+ public:
+  DisableJit();
+  ~DisableJit();
+  DisableJit(const DisableJit&) = delete;
+  DisableJit& operator=(const DisableJit&) = delete;
+};
+bool jit_disabled();
+
+// jax.debug.print: prints `label: value` when the value is computed, in both modes (inside a
+// jit it becomes part of the program). Returns x.
+Array debug_print(const std::string& label, const Array& x);
+
+}  // namespace pmap_engine

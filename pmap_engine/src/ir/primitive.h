@@ -1,0 +1,57 @@
+// Primitives: the operations programs are made of (JAX's lax level). Every primitive is
+// defined in one place (pmap_engine/src/ops/*.cpp) with everything the engine needs of it:
+//   - abstract_eval: output dtypes and shapes from input dtypes, shapes and params; shape and
+//     dtype errors are raised here, naming the op and both operands;
+//   - kernel: the CPU computation on concrete buffers;
+//   - vjp: the reverse-mode rule, written with the public ops so that the backward pass is
+//     itself traced (and printed) like any other code. Null for non-differentiable
+//     primitives (integer and boolean results, random bits).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/params.h"
+#include "pmap_engine/array.h"
+
+namespace pmap_engine::ir {
+
+struct AbstractValue {
+  DType dtype = DType::f32;
+  Shape shape;
+};
+
+// What a VJP rule receives: the equation's inputs and outputs (tracers or concrete arrays),
+// its params, and the cotangent of each output (an invalid Array where an output has none).
+// It returns one cotangent per input (an invalid Array for "zero / not differentiable").
+struct VjpArgs {
+  const std::vector<Array>& inputs;
+  const std::vector<Array>& outputs;
+  const Params& params;
+  const std::vector<Array>& output_cotangents;
+};
+
+struct Primitive {
+  std::string name;
+  std::function<std::vector<AbstractValue>(const std::vector<AbstractValue>&, const Params&)>
+      abstract_eval;
+  std::function<std::vector<Buffer>(const std::vector<const Buffer*>&, const Params&)> kernel;
+  std::function<std::vector<Array>(const VjpArgs&)> vjp;
+  // Each output element depends only on the same element of each same-shaped input, and the
+  // kernel reads it before writing it: an input that dies here may be overwritten in place.
+  bool elementwise = false;
+};
+
+// Registers a primitive at static-initialisation time; see REGISTER_PRIMITIVE.
+const Primitive* register_primitive(Primitive primitive);
+const Primitive& find_primitive(const std::string& name);
+
+// Applies a primitive to arrays: records an equation when any input is a tracer of an active
+// trace, otherwise runs the kernel at once (op-by-op, like JAX outside jit).
+std::vector<Array> bind(const Primitive& primitive, const std::vector<Array>& inputs,
+                        const Params& params = {});
+Array bind1(const Primitive& primitive, const std::vector<Array>& inputs,
+            const Params& params = {});
+
+}  // namespace pmap_engine::ir

@@ -1,0 +1,448 @@
+// dot_general (lax.dot_general) on OpenBLAS, its VJP, and jnp.matmul on top of it.
+//
+// Vocabulary (lax's dimension numbers). Each dimension of an operand is exactly one of
+//   batch        paired one-to-one with a batch dimension of the other operand (B);
+//   contracting  paired with a contracting dimension of the other operand and summed over (K);
+//   free         everything else: lhs free dimensions (M), rhs free dimensions (N).
+// The output is [B..., M..., N...]: batch dimensions in lhs_batch order, then the lhs free and
+// the rhs free dimensions in their operands' order (lax.py _dot_general_shape_computation).
+//
+// Kernel. Each operand is *packed* into a row-major matrix stack, lhs as [B, M, K] and rhs as
+// [B, K, N] (B, M, K, N the products of those dimension groups; K in the order the
+// contracting dimensions are listed, so that lhs_contracting[i] meets rhs_contracting[i]), and
+// converted to the compute type on the way. Then per batch: C[b] = A[b] @ B[b] with
+//   f32        cblas_sgemm;
+//   f64        cblas_dgemm;
+//   bf16, f16  converted to f32, cblas_sgemm (f32 accumulation), rounded back to nearest even
+//              once per output element (the engine's rule for 16-bit floats, dtype.h);
+//   i32, u32   a plain loop, wrapping modulo 2^32 as XLA's integer dots do.
+// C[B, M, N] is already the output layout.
+//
+// Determinism of sgemm (measured with Debian's OpenBLAS 0.3.21, pthread, DYNAMIC_ARCH, on an
+// AMD EPYC, by comparing the bits of cblas_sgemm's results after openblas_set_num_threads(t)
+// for t = 1..16, M and N from 2 to 4096, K from 64 to 50000):
+//   - one call on the same inputs gives the same bits on every run;
+//   - 2, 3, 4, 5, 7, 8 and 16 threads gave bitwise identical results for every shape tried;
+//   - but 1 thread versus several differs in the last bits of most elements for most K above
+//     ~384 (400, 513, 784, 1025, 2000 differ; 1024 and 1600 do not) once M and N are large
+//     enough for OpenBLAS to thread at all (64x256, 784x64 yes; 64x16, 10x10 no):
+//     [64,784] @ [784,256], the MNIST MLP's first layer, is affected; its weight gradient
+//     [784,64] @ [64,256] (K=64) and the second layer [64,256] @ [256,10] are not. The
+//     single-threaded and threaded drivers block the K loop differently, which changes the
+//     summation order.
+// So results depend on whether OpenBLAS runs threaded (OPENBLAS_NUM_THREADS, the core count of
+// the host), and across CPU models (DYNAMIC_ARCH picks the kernel at run time). This file
+// does not set the thread count: that is a process-wide decision for the runtime (note for the
+// lead: openblas_set_num_threads(1) once, or OPENBLAS_NUM_THREADS=1, makes runs independent of
+// the host's core count, and is the natural choice when devices already run in threads).
+#include <cblas.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ir/primitive.h"
+#include "ops/broadcasting.h"
+#include "ops/kernel_util.h"
+#include "pmap_engine/ops.h"
+
+namespace pmap_engine {
+namespace {
+
+std::string tuple_to_string(const std::vector<int64_t>& values) {
+  std::ostringstream out;
+  out << "(";
+  for (size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
+  out << (values.size() == 1 ? ",)" : ")");
+  return out.str();
+}
+
+struct DimensionNumbers {
+  std::vector<int64_t> lhs_contracting;
+  std::vector<int64_t> rhs_contracting;
+  std::vector<int64_t> lhs_batch;
+  std::vector<int64_t> rhs_batch;
+
+  static DimensionNumbers from(const ir::Params& params) {
+    return {params.ints("lhs_contracting"), params.ints("rhs_contracting"),
+            params.ints("lhs_batch"), params.ints("rhs_batch")};
+  }
+  ir::Params params() const {
+    return {{"lhs_contracting", lhs_contracting},
+            {"rhs_contracting", rhs_contracting},
+            {"lhs_batch", lhs_batch},
+            {"rhs_batch", rhs_batch}};
+  }
+};
+
+// The dimensions of an ndim-operand that are neither in `a` nor in `b`, ascending (lax's
+// `remaining`): the free dimensions.
+std::vector<int64_t> remaining(int64_t ndim, const std::vector<int64_t>& a,
+                               const std::vector<int64_t>& b) {
+  std::vector<int64_t> rest;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end()) {
+      rest.push_back(d);
+    }
+  }
+  return rest;
+}
+
+Shape dims_of(const Shape& shape, const std::vector<int64_t>& dims) {
+  Shape sizes;
+  for (int64_t d : dims) sizes.push_back(shape[static_cast<size_t>(d)]);
+  return sizes;
+}
+
+bool has_duplicates(std::vector<int64_t> dims) {
+  std::sort(dims.begin(), dims.end());
+  return std::adjacent_find(dims.begin(), dims.end()) != dims.end();
+}
+
+bool overlaps(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  for (int64_t d : a) {
+    if (std::find(b.begin(), b.end(), d) != b.end()) return true;
+  }
+  return false;
+}
+
+// lax.py _dot_general_shape_rule's checks; every message names both operands.
+void check_side(const char* side, const std::vector<int64_t>& contracting,
+                const std::vector<int64_t>& batch, size_t ndim, const std::string& operands) {
+  for (const auto* dims : {&contracting, &batch}) {
+    for (int64_t d : *dims) {
+      if (d < 0 || d >= static_cast<int64_t>(ndim)) {
+        throw EngineError(std::string("dot_general: requires ") + side +
+                          " dimension numbers to be nonnegative and less than the number of "
+                          "axes of the " + side + " value, got " + side + "_batch of " +
+                          tuple_to_string(batch) + " and " + side + "_contracting of " +
+                          tuple_to_string(contracting) + " for " + operands);
+      }
+    }
+  }
+  if (has_duplicates(batch) || has_duplicates(contracting) || overlaps(batch, contracting)) {
+    throw EngineError(std::string("dot_general: requires ") + side +
+                      " batch and contracting dimensions to be distinct and disjoint, got " +
+                      side + "_batch " + tuple_to_string(batch) + " and " + side +
+                      "_contracting " + tuple_to_string(contracting) + " for " + operands);
+  }
+}
+
+ir::AbstractValue dot_general_abstract_eval(const ir::AbstractValue& lhs,
+                                            const ir::AbstractValue& rhs,
+                                            const DimensionNumbers& dn) {
+  const std::string operands =
+      type_to_string(lhs.dtype, lhs.shape) + " and " + type_to_string(rhs.dtype, rhs.shape);
+  if (lhs.dtype != rhs.dtype || lhs.dtype == DType::bool_) {
+    throw EngineError("dot_general: operands must have the same numeric dtype, got " + operands +
+                      " (convert with astype, or use matmul, which promotes)");
+  }
+  check_side("lhs", dn.lhs_contracting, dn.lhs_batch, lhs.shape.size(), operands);
+  check_side("rhs", dn.rhs_contracting, dn.rhs_batch, rhs.shape.size(), operands);
+  if (dn.lhs_batch.size() != dn.rhs_batch.size()) {
+    throw EngineError("dot_general: requires equal numbers of lhs_batch and rhs_batch "
+                      "dimensions, got lhs_batch " + tuple_to_string(dn.lhs_batch) +
+                      " and rhs_batch " + tuple_to_string(dn.rhs_batch) + " for " + operands);
+  }
+  if (dims_of(lhs.shape, dn.lhs_batch) != dims_of(rhs.shape, dn.rhs_batch)) {
+    throw EngineError("dot_general: requires lhs batch dimensions and rhs batch dimensions to "
+                      "have the same shape, got " +
+                      tuple_to_string(dims_of(lhs.shape, dn.lhs_batch)) + " and " +
+                      tuple_to_string(dims_of(rhs.shape, dn.rhs_batch)) + " for " + operands);
+  }
+  if (dims_of(lhs.shape, dn.lhs_contracting) != dims_of(rhs.shape, dn.rhs_contracting)) {
+    throw EngineError("dot_general: requires contracting dimensions to have the same shape, "
+                      "got " + tuple_to_string(dims_of(lhs.shape, dn.lhs_contracting)) + " and " +
+                      tuple_to_string(dims_of(rhs.shape, dn.rhs_contracting)) + " for " +
+                      operands);
+  }
+  const int64_t lhs_ndim = static_cast<int64_t>(lhs.shape.size());
+  const int64_t rhs_ndim = static_cast<int64_t>(rhs.shape.size());
+  Shape out = dims_of(lhs.shape, dn.lhs_batch);
+  for (int64_t size : dims_of(lhs.shape, remaining(lhs_ndim, dn.lhs_contracting, dn.lhs_batch))) {
+    out.push_back(size);
+  }
+  for (int64_t size : dims_of(rhs.shape, remaining(rhs_ndim, dn.rhs_contracting, dn.rhs_batch))) {
+    out.push_back(size);
+  }
+  return {lhs.dtype, out};
+}
+
+// --- kernel ---
+
+// An operand packed as a row-major [num_batches, num_rows, num_cols] stack in the compute type.
+template <typename Compute>
+struct PackedOperand {
+  std::vector<Compute> values;
+  size_t num_batches = 1;
+  size_t num_rows = 1;
+  size_t num_cols = 1;
+  const Compute* matrix(size_t batch) const { return values.data() + batch * num_rows * num_cols; }
+};
+
+size_t product(const Shape& sizes) { return shape_num_elements(sizes); }
+
+// Packs `operand` with its dimensions reordered as batch, rows, cols (a transpose-and-convert).
+template <typename Element>
+PackedOperand<typename Element::Compute> pack(const Buffer& operand,
+                                              const std::vector<int64_t>& batch_dims,
+                                              const std::vector<int64_t>& row_dims,
+                                              const std::vector<int64_t>& col_dims) {
+  PackedOperand<typename Element::Compute> packed;
+  packed.num_batches = product(dims_of(operand.shape, batch_dims));
+  packed.num_rows = product(dims_of(operand.shape, row_dims));
+  packed.num_cols = product(dims_of(operand.shape, col_dims));
+  packed.values.resize(operand.num_elements());
+  std::vector<int64_t> order = batch_dims;
+  order.insert(order.end(), row_dims.begin(), row_dims.end());
+  order.insert(order.end(), col_dims.begin(), col_dims.end());
+  const std::vector<int64_t> strides = row_major_strides(operand.shape);
+  std::vector<int64_t> packed_strides;
+  for (int64_t d : order) packed_strides.push_back(strides[static_cast<size_t>(d)]);
+  const auto* source = operand.data<typename Element::Storage>();
+  for_each_strided<1>(dims_of(operand.shape, order), {packed_strides},
+                      [&](size_t packed_index, const std::array<int64_t, 1>& offset) {
+                        packed.values[packed_index] =
+                            Element::load(source[static_cast<size_t>(offset[0])]);
+                      });
+  return packed;
+}
+
+int blas_int(size_t value) {
+  if (value > static_cast<size_t>(INT_MAX)) {
+    throw EngineError("dot_general: matrix dimension " + std::to_string(value) +
+                      " exceeds the BLAS interface's int range");
+  }
+  return static_cast<int>(value);
+}
+
+// c[M, N] = a[M, K] @ b[K, N], all row-major.
+void matrix_multiply(const float* a, const float* b, float* c, size_t m, size_t n, size_t k) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(m), blas_int(n), blas_int(k),
+              1.0f, a, blas_int(k), b, blas_int(n), 0.0f, c, blas_int(n));
+}
+
+void matrix_multiply(const double* a, const double* b, double* c, size_t m, size_t n, size_t k) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(m), blas_int(n), blas_int(k),
+              1.0, a, blas_int(k), b, blas_int(n), 0.0, c, blas_int(n));
+}
+
+// Integer products and sums wrap modulo 2^32 (unsigned arithmetic: no signed-overflow UB).
+template <typename Integer>
+void matrix_multiply(const Integer* a, const Integer* b, Integer* c, size_t m, size_t n,
+                     size_t k) {
+  for (size_t row = 0; row < m; ++row) {
+    for (size_t col = 0; col < n; ++col) {
+      uint32_t total = 0;
+      for (size_t i = 0; i < k; ++i) {
+        total += static_cast<uint32_t>(a[row * k + i]) * static_cast<uint32_t>(b[i * n + col]);
+      }
+      c[row * n + col] = static_cast<Integer>(total);
+    }
+  }
+}
+
+// lhs: [.., M.., K..], rhs: [.., K.., N..] -> out: [B.., M.., N..]
+Buffer dot_general_kernel(const Buffer& lhs, const Buffer& rhs, const DimensionNumbers& dn) {
+  const ir::AbstractValue out_type =
+      dot_general_abstract_eval({lhs.dtype, lhs.shape}, {rhs.dtype, rhs.shape}, dn);
+  Buffer out = Buffer::allocate(out_type.dtype, out_type.shape);  // zero-filled
+  const std::vector<int64_t> lhs_free = remaining(static_cast<int64_t>(lhs.shape.size()),
+                                                  dn.lhs_contracting, dn.lhs_batch);
+  const std::vector<int64_t> rhs_free = remaining(static_cast<int64_t>(rhs.shape.size()),
+                                                  dn.rhs_contracting, dn.rhs_batch);
+  dispatch_numeric(lhs.dtype, [&](auto element) {
+    using Element = decltype(element);
+    using Compute = typename Element::Compute;
+    const auto a = pack<Element>(lhs, dn.lhs_batch, lhs_free, dn.lhs_contracting);  // [B, M, K]
+    const auto b = pack<Element>(rhs, dn.rhs_batch, dn.rhs_contracting, rhs_free);  // [B, K, N]
+    const size_t m = a.num_rows, k = a.num_cols, n = b.num_cols;
+    if (m == 0 || n == 0 || k == 0) return;  // an empty sum: the zero-filled output
+    std::vector<Compute> c(a.num_batches * m * n);
+    for (size_t batch = 0; batch < a.num_batches; ++batch) {
+      matrix_multiply(a.matrix(batch), b.matrix(batch), c.data() + batch * m * n, m, n, k);
+    }
+    auto* output = out.data<typename Element::Storage>();
+    for (size_t i = 0; i < c.size(); ++i) output[i] = Element::store(c[i]);
+  });
+  return out;
+}
+
+// --- VJP (lax.py _dot_general_transpose_lhs / _dot_general_transpose_rhs) ---
+//
+// The cotangent of x in ans = dot_general(x, y) is another dot_general: contract g with y over
+// y's free dimensions (their positions in ans), batch over the batch dimensions, and what is
+// left is [batch, x free, x contracting (in y's contracting order)]; a transpose puts those
+// back in x's dimension order.
+
+std::vector<int64_t> consecutive(int64_t start, size_t count) {
+  std::vector<int64_t> range(count);
+  std::iota(range.begin(), range.end(), start);
+  return range;
+}
+
+std::vector<int64_t> argsort(const std::vector<int64_t>& values) {
+  std::vector<int64_t> order = consecutive(0, values.size());
+  std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) {
+    return values[static_cast<size_t>(i)] < values[static_cast<size_t>(j)];
+  });
+  return order;
+}
+
+// g: ans' shape, x: [..] the operand to differentiate, y: the other one; dn names x as lhs.
+// `swap_ans`: ans holds y's free dimensions before x's (x was the rhs of the forward dot).
+Array dot_general_transpose_lhs(const Array& g, const Array& x, const Array& y,
+                                const DimensionNumbers& dn, bool swap_ans) {
+  const std::vector<int64_t> x_kept = remaining(x.ndim(), dn.lhs_contracting, dn.lhs_batch);
+  const std::vector<int64_t> y_kept = remaining(y.ndim(), dn.rhs_contracting, dn.rhs_batch);
+  const size_t num_batch = dn.lhs_batch.size();
+  const std::vector<int64_t> ans_batch = consecutive(0, num_batch);
+  const std::vector<int64_t> ans_y =
+      swap_ans ? consecutive(static_cast<int64_t>(num_batch), y_kept.size())
+               : consecutive(static_cast<int64_t>(num_batch + x_kept.size()), y_kept.size());
+  // [batch, x kept, x contracting sorted by y's contracting order]
+  Array product = dot_general(g, y, ans_y, y_kept, ans_batch, dn.rhs_batch);
+  std::vector<int64_t> unsorted_axes = dn.lhs_batch;
+  unsorted_axes.insert(unsorted_axes.end(), x_kept.begin(), x_kept.end());
+  for (int64_t i : argsort(dn.rhs_contracting)) {
+    unsorted_axes.push_back(dn.lhs_contracting[static_cast<size_t>(i)]);
+  }
+  return transpose(product, argsort(unsorted_axes));
+}
+
+// ans: [B, M, N] = dot_general(lhs, rhs); g: [B, M, N] -> (lhs_ct: lhs' shape, rhs_ct: rhs')
+std::vector<Array> dot_general_vjp(const ir::VjpArgs& args) {
+  const Array& lhs = args.inputs[0];
+  const Array& rhs = args.inputs[1];
+  const Array& g = args.output_cotangents[0];
+  const DimensionNumbers dn = DimensionNumbers::from(args.params);
+  const DimensionNumbers swapped{dn.rhs_contracting, dn.lhs_contracting, dn.rhs_batch,
+                                 dn.lhs_batch};
+  return {dot_general_transpose_lhs(g, lhs, rhs, dn, /*swap_ans=*/false),
+          dot_general_transpose_lhs(g, rhs, lhs, swapped, /*swap_ans=*/true)};
+}
+
+const ir::Primitive* kDotGeneral = ir::register_primitive({
+    "dot_general",
+    [](const std::vector<ir::AbstractValue>& inputs, const ir::Params& params) {
+      return std::vector<ir::AbstractValue>{
+          dot_general_abstract_eval(inputs.at(0), inputs.at(1), DimensionNumbers::from(params))};
+    },
+    [](const std::vector<const Buffer*>& inputs, const ir::Params& params) {
+      return std::vector<Buffer>{
+          dot_general_kernel(*inputs[0], *inputs[1], DimensionNumbers::from(params))};
+    },
+    dot_general_vjp,
+});
+
+// Drops size-1 dimensions `dims` (ascending) of x: lax.squeeze, as a reshape.
+Array squeeze(const Array& x, const std::vector<int64_t>& dims) {
+  if (dims.empty()) return x;
+  Shape kept;
+  for (int64_t d = 0; d < x.ndim(); ++d) {
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) {
+      kept.push_back(x.shape()[static_cast<size_t>(d)]);
+    }
+  }
+  return reshape(x, kept);
+}
+
+}  // namespace
+
+Array dot_general(const Array& lhs, const Array& rhs, const std::vector<int64_t>& lhs_contracting,
+                  const std::vector<int64_t>& rhs_contracting,
+                  const std::vector<int64_t>& lhs_batch, const std::vector<int64_t>& rhs_batch) {
+  check_valid_operand("dot_general", lhs);
+  check_valid_operand("dot_general", rhs);
+  const DimensionNumbers dn{lhs_contracting, rhs_contracting, lhs_batch, rhs_batch};
+  return ir::bind1(*kDotGeneral, {lhs, rhs}, dn.params());
+}
+
+// jnp.matmul (jax/_src/numpy/tensor_contractions.py): 1-D operands are vectors (contracted,
+// their dimension absent from the result); leading dimensions of >2-D operands are batch
+// dimensions, broadcast as NumPy does (a missing or size-1 dimension repeats the other side).
+// a: [..., M, K] @ b: [..., K, N] -> [..., M, N]. Dtypes are promoted first.
+Array matmul(const Array& a_in, const Array& b_in) {
+  check_valid_operand("matmul", a_in);
+  check_valid_operand("matmul", b_in);
+  const std::string operands = type_to_string(a_in.dtype(), a_in.shape()) + " and " +
+                               type_to_string(b_in.dtype(), b_in.shape());
+  for (const auto& [position, operand] : {std::pair{0, &a_in}, std::pair{1, &b_in}}) {
+    if (operand->ndim() < 1) {
+      throw EngineError("matmul: input operand " + std::to_string(position) +
+                        " must have ndim at least 1, but it has ndim 0 (" + operands + ")");
+    }
+  }
+  const DType dtype = promote_types("matmul", a_in.dtype(), b_in.dtype());
+  Array a = convert_if_needed(a_in, dtype);
+  Array b = convert_if_needed(b_in, dtype);
+  const bool a_is_mat = a.ndim() > 1;
+  const bool b_is_mat = b.ndim() > 1;
+  const int64_t a_contracting_size = a.shape().back();
+  const int64_t b_contracting_size = b.shape()[static_cast<size_t>(b.ndim() - (b_is_mat ? 2 : 1))];
+  if (a_contracting_size != b_contracting_size) {
+    throw EngineError("matmul: dot_general requires contracting dimensions to have the same "
+                      "shape, got (" + std::to_string(a_contracting_size) + ",) and (" +
+                      std::to_string(b_contracting_size) + ",) for " + operands);
+  }
+
+  // Batch dimensions, right-aligned; -1 where an operand has none.
+  const Shape a_batch_sizes(a.shape().begin(), a.shape().end() - (a_is_mat ? 2 : a.ndim()));
+  const Shape b_batch_sizes(b.shape().begin(), b.shape().end() - (b_is_mat ? 2 : b.ndim()));
+  const size_t num_batch = std::max(a_batch_sizes.size(), b_batch_sizes.size());
+  auto batch_size_at = [&](const Shape& sizes, size_t i) {
+    const size_t missing = num_batch - sizes.size();
+    return i < missing ? int64_t{-1} : sizes[i - missing];
+  };
+  std::vector<int64_t> a_squeeze, b_squeeze, both_squeeze;  // operand / output dimensions
+  std::vector<int64_t> a_batch, b_batch;                       // dot_general batch dims
+  std::vector<int64_t> idx_batch, idx_a_other, idx_b_other;    // output positions
+  auto a_seen = [&] { return static_cast<int64_t>(idx_batch.size() + idx_a_other.size() + a_squeeze.size()); };
+  auto b_seen = [&] { return static_cast<int64_t>(idx_batch.size() + idx_b_other.size() + b_squeeze.size()); };
+  for (size_t i = 0; i < num_batch; ++i) {
+    const int64_t a_size = batch_size_at(a_batch_sizes, i);
+    const int64_t b_size = batch_size_at(b_batch_sizes, i);
+    const int64_t position = static_cast<int64_t>(i);
+    if (a_size < 0) {
+      idx_b_other.push_back(position);
+    } else if (b_size < 0) {
+      idx_a_other.push_back(position);
+    } else if (a_size == 1 && b_size == 1) {
+      a_squeeze.push_back(a_seen());
+      b_squeeze.push_back(b_seen());
+      both_squeeze.push_back(position);
+    } else if (a_size == 1) {
+      a_squeeze.push_back(a_seen());
+      idx_b_other.push_back(position);
+    } else if (b_size == 1) {
+      b_squeeze.push_back(b_seen());
+      idx_a_other.push_back(position);
+    } else if (a_size == b_size) {
+      a_batch.push_back(static_cast<int64_t>(idx_batch.size() + idx_a_other.size()));
+      b_batch.push_back(static_cast<int64_t>(idx_batch.size() + idx_b_other.size()));
+      idx_batch.push_back(position);
+    } else {
+      throw EngineError("matmul: Incompatible types for matmul arguments: " + operands +
+                        " (batch dimensions must be equal or 1)");
+    }
+  }
+  if (a_is_mat) idx_a_other.push_back(static_cast<int64_t>(num_batch));
+  if (b_is_mat) idx_b_other.push_back(static_cast<int64_t>(num_batch) + (a_is_mat ? 1 : 0));
+  std::vector<int64_t> output_positions = idx_batch;
+  output_positions.insert(output_positions.end(), idx_a_other.begin(), idx_a_other.end());
+  output_positions.insert(output_positions.end(), idx_b_other.begin(), idx_b_other.end());
+
+  a = squeeze(a, a_squeeze);
+  b = squeeze(b, b_squeeze);
+  Array result = dot_general(a, b, {a.ndim() - 1}, {b.ndim() - 1 - (b_is_mat ? 1 : 0)}, a_batch,
+                             b_batch);
+  result = transpose(result, argsort(output_positions));
+  for (int64_t position : both_squeeze) result = expand_dims(result, position);
+  return result;
+}
+
+}  // namespace pmap_engine

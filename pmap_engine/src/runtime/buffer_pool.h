@@ -1,0 +1,41 @@
+// Storage reuse while a program runs: dead variables give their storage back, and
+// Buffer::allocate takes a same-sized one from the active pool before asking the heap.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace pmap_engine::runtime {
+
+class BufferPool {
+ public:
+  using Storage = std::shared_ptr<std::vector<std::byte>>;
+
+  BufferPool();   // becomes this thread's active pool
+  ~BufferPool();  // restores the previous one
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+
+  // Storage nobody else holds; `donated` marks a caller's donated argument.
+  void give(Storage storage, bool donated);
+  // A zeroed storage of exactly `num_bytes`, or null. An in-place candidate of that size
+  // comes first, as it is (the kernel overwrites every element it reads).
+  Storage take(size_t num_bytes);
+  // Offers an input's storage to the next allocation of the same size, for one kernel.
+  void offer_in_place(Storage storage, bool donated);
+  void withdraw_in_place();
+  int64_t donated_reuses() const { return donated_reuses_; }
+
+  static BufferPool* active();
+
+ private:
+  std::multimap<size_t, std::pair<Storage, bool>> free_;
+  Storage in_place_;
+  bool in_place_donated_ = false;
+  int64_t donated_reuses_ = 0;
+  BufferPool* previous_;
+};
+
+}  // namespace pmap_engine::runtime

@@ -1,0 +1,30 @@
+// Runs a traced program on concrete buffers, with memory planned from liveness.
+//
+// Vocabulary:
+//   last use    the index of the last equation reading a variable (program outputs live to
+//               the end).
+//   live bytes  the bytes of every variable that has been produced (or passed in) and not yet
+//               passed its last use; the peak of that sum is the run's exact peak memory.
+//   pool        storage of dead variables, reused by later allocations of the same size;
+//               a donated argument's storage joins it after its last use, so an update of
+//               the same shape is written in place.
+#pragma once
+
+#include <vector>
+
+#include "ir/program.h"
+#include "pmap_engine/transforms.h"
+
+namespace pmap_engine::runtime {
+
+struct ExecutionResult {
+  std::vector<Buffer> outputs;
+  ExecutionStats stats;
+};
+
+// `donated[i]` says the caller gave up inputs[i]'s storage (inputs are taken by value so
+// that a donated buffer has no other owner here).
+ExecutionResult execute(const ir::Program& program, std::vector<Buffer> inputs,
+                        const std::vector<bool>& donated);
+
+}  // namespace pmap_engine::runtime

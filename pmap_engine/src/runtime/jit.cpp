@@ -1,0 +1,172 @@
+// jit: trace once per signature, then run the program.
+//
+// The signature of a call is, per argument, its tree structure and each leaf's dtype and
+// shape; static arguments add their values. A call whose signature is cached runs the
+// program (a hit); a new signature traces the function again (a miss: a recompilation,
+// pitfall P14, which the counts make visible).
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "ir/trace.h"
+#include "pmap_engine/ops.h"
+#include "pmap_engine/transforms.h"
+#include "runtime/executor.h"
+
+namespace pmap_engine {
+namespace {
+
+thread_local int disable_jit_depth = 0;
+
+bool disabled_by_environment() {
+  static const bool disabled = [] {
+    const char* value = std::getenv("PE_DISABLE_JIT");
+    return value != nullptr && std::string(value) != "" && std::string(value) != "0";
+  }();
+  return disabled;
+}
+
+std::string leaf_signature(const Array& leaf, bool with_value) {
+  std::ostringstream out;
+  out << type_to_string(leaf.dtype(), leaf.shape());
+  if (with_value) {
+    out << "=";
+    for (double value : leaf.to_doubles()) out << value << ",";
+  }
+  return out.str();
+}
+
+}  // namespace
+
+struct Jitted::State {
+  TreeFunction function;
+  JitOptions options;
+  std::string name;
+  struct Compiled {
+    ir::Program program;
+    Tree output;
+  };
+  mutable std::mutex mutex;
+  std::map<std::string, Compiled> cache;
+  CacheStats stats;
+  ExecutionStats last;
+
+  bool is_static(size_t argnum) const { return options.static_argnums.count(argnum) > 0; }
+
+  std::string signature(const std::vector<Tree>& args) const {
+    std::ostringstream out;
+    for (size_t a = 0; a < args.size(); ++a) {
+      out << (is_static(a) ? "static " : "") << args[a].structure() << ":";
+      for (const auto& leaf : args[a].leaves()) out << leaf_signature(leaf, is_static(a)) << ";";
+      out << "|";
+    }
+    return out.str();
+  }
+
+  Compiled trace(const std::vector<Tree>& args) const {
+    Compiled compiled;
+    ir::TraceContext trace;
+    std::vector<Tree> tracer_args;
+    for (size_t a = 0; a < args.size(); ++a) {
+      if (is_static(a)) {
+        tracer_args.push_back(args[a]);
+        continue;
+      }
+      std::vector<Array> tracers;
+      for (const auto& leaf : args[a].leaves()) {
+        tracers.push_back(trace.new_input(leaf.dtype(), leaf.shape()));
+      }
+      tracer_args.push_back(args[a].unflatten(tracers));
+    }
+    compiled.output = function(tracer_args);
+    std::vector<Array> captured;
+    compiled.program = trace.finish(compiled.output.leaves(), &captured);
+    if (!captured.empty()) {
+      throw EngineError("jit(" + name + "): the function closes over a traced value of an "
+                        "enclosing transformation; pass it as an argument instead");
+    }
+    return compiled;
+  }
+};
+
+Jitted::Jitted(TreeFunction function, JitOptions options, std::string name)
+    : state_(std::make_shared<State>()) {
+  state_->function = std::move(function);
+  state_->options = std::move(options);
+  state_->name = std::move(name);
+}
+
+Jitted::~Jitted() = default;
+
+Tree Jitted::operator()(const std::vector<Tree>& args) const {
+  State& state = *state_;
+  // Op by op under disable_jit, and inline inside another trace (its program includes ours).
+  if (jit_disabled() || ir::TraceContext::current() != nullptr) return state.function(args);
+
+  const std::string key = state.signature(args);
+  const State::Compiled* compiled = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    auto found = state.cache.find(key);
+    if (found != state.cache.end()) {
+      ++state.stats.hits;
+      compiled = &found->second;
+    }
+  }
+  if (compiled == nullptr) {
+    State::Compiled traced = state.trace(args);
+    std::lock_guard<std::mutex> lock(state.mutex);
+    ++state.stats.misses;
+    compiled = &state.cache.emplace(key, std::move(traced)).first->second;
+  }
+
+  std::vector<Buffer> inputs;
+  std::vector<bool> donated;
+  for (size_t a = 0; a < args.size(); ++a) {
+    if (state.is_static(a)) continue;
+    const bool donate = state.options.donate_argnums.count(a) > 0;
+    for (auto leaf : args[a].leaves()) {
+      inputs.push_back(donate ? leaf.donate() : leaf.buffer("jit argument"));
+      donated.push_back(donate);
+    }
+  }
+  runtime::ExecutionResult result =
+      runtime::execute(compiled->program, std::move(inputs), donated);
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.last = result.stats;
+  }
+  std::vector<Array> outputs;
+  for (auto& buffer : result.outputs) outputs.emplace_back(std::move(buffer));
+  return compiled->output.unflatten(outputs);
+}
+
+CacheStats Jitted::cache_stats() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->stats;
+}
+
+ExecutionStats Jitted::last_execution() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->last;
+}
+
+std::string Jitted::program_text(const std::vector<Tree>& args) const {
+  return state_->trace(args).program.to_string();
+}
+
+Jitted jit(TreeFunction function, JitOptions options, std::string name) {
+  return Jitted(std::move(function), std::move(options), std::move(name));
+}
+
+std::string make_program(const TreeFunction& function, const std::vector<Tree>& args) {
+  return jit(function).program_text(args);
+}
+
+DisableJit::DisableJit() { ++disable_jit_depth; }
+DisableJit::~DisableJit() { --disable_jit_depth; }
+bool jit_disabled() { return disable_jit_depth > 0 || disabled_by_environment(); }
+
+}  // namespace pmap_engine
