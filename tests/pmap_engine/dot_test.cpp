@@ -16,8 +16,8 @@
 namespace pmap_engine {
 namespace {
 
-using ::testing::HasSubstr;
 using pmap_engine::testing::expect_gradients_match_finite_differences;
+using ::testing::HasSubstr;
 
 using ArrayFunction = std::function<Array(const std::vector<Array>&)>;
 
@@ -59,7 +59,8 @@ Array weighted_total(const Array& y) {
 
 Array irregular(const Shape& shape, double seed = 0.3) {
   std::vector<double> values(shape_num_elements(shape));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(seed + 1.7 * static_cast<double>(i));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = std::sin(seed + 1.7 * static_cast<double>(i));
   return Array::from_doubles(shape, values);
 }
 
@@ -101,8 +102,8 @@ TEST(DotMatmul, BatchedAndBroadcastBatches) {
   Array ab = matmul(a, b);
   EXPECT_EQ(ab.shape(), (Shape{2, 3, 5}));
   EXPECT_EQ(ab.to_floats(),
-            (std::vector<float>{35,  38,  41,  44,  47,  95,  106, 117, 128, 139,
-                                155, 174, 193, 212, 231, 755, 782, 809, 836, 863,
+            (std::vector<float>{35,  38,   41,   44,   47,   95,   106,  117,  128,  139,
+                                155, 174,  193,  212,  231,  755,  782,  809,  836,  863,
                                 975, 1010, 1045, 1080, 1115, 1195, 1238, 1281, 1324, 1367}));
   // Broadcast batches: each result slice equals the 2-D product of the matching slices.
   auto matrix = [](const Array& x, int64_t i) {
@@ -111,10 +112,10 @@ TEST(DotMatmul, BatchedAndBroadcastBatches) {
     limit[0] = i + 1;
     return reshape(slice(x, start, limit), Shape(x.shape().begin() + 1, x.shape().end()));
   };
-  Array a0 = matrix(a, 0);                    // [3, 4]
-  Array shared = matmul(a0, b);               // [3, 4] @ [2, 4, 5] -> [2, 3, 5]
+  Array a0 = matrix(a, 0);                        // [3, 4]
+  Array shared = matmul(a0, b);                   // [3, 4] @ [2, 4, 5] -> [2, 3, 5]
   Array one = matmul(reshape(a0, {1, 3, 4}), b);  // size-1 batch broadcasts
-  Array rows = matmul(a, matrix(b, 1));       // [2, 3, 4] @ [4, 5] -> [2, 3, 5]
+  Array rows = matmul(a, matrix(b, 1));           // [2, 3, 4] @ [4, 5] -> [2, 3, 5]
   ASSERT_EQ(shared.shape(), (Shape{2, 3, 5}));
   ASSERT_EQ(one.shape(), (Shape{2, 3, 5}));
   ASSERT_EQ(rows.shape(), (Shape{2, 3, 5}));
@@ -143,7 +144,9 @@ TEST(DotMatmul, MismatchedInnerDimensionsUseJnpsText) {
   EXPECT_THAT(message, HasSubstr("matmul: dot_general requires contracting dimensions to have "
                                  "the same shape, got (3,) and (4,)"));
   EXPECT_THAT(message, HasSubstr("f32[2,3] and f32[4,5]"));
-  EXPECT_THAT(error_of([] { matmul(arange({2, 3, 4}), arange({3, 4, 5})); }),
+  EXPECT_THAT(error_of([] {
+                matmul(arange({2, 3, 4}), arange({3, 4, 5}));
+              }),
               HasSubstr("Incompatible types for matmul arguments: f32[2,3,4] and f32[3,4,5]"));
   EXPECT_THAT(error_of([] { matmul(Array::scalar(2), arange({2})); }),
               HasSubstr("matmul: input operand 0 must have ndim at least 1"));
@@ -173,9 +176,10 @@ TEST(DotGeneral, BatchDimensionsComeFirstInTheOutput) {
   EXPECT_EQ(out.to_floats(),
             (std::vector<float>{-24, -27.5, 84, 92.5, 13, 13.5, 145, 157.5, 66, 70.5, 222, 238.5}));
   // No contraction at all: an outer product per batch.
-  EXPECT_EQ(dot_general(Array::from_floats({2}, {1, 2}), Array::from_floats({3}, {1, 10, 100}), {}, {})
-                .to_floats(),
-            (std::vector<float>{1, 10, 100, 2, 20, 200}));
+  EXPECT_EQ(
+      dot_general(Array::from_floats({2}, {1, 2}), Array::from_floats({3}, {1, 10, 100}), {}, {})
+          .to_floats(),
+      (std::vector<float>{1, 10, 100, 2, 20, 200}));
 }
 
 TEST(DotGeneral, ErrorsNameTheOperandsAndDimensions) {
@@ -184,10 +188,13 @@ TEST(DotGeneral, ErrorsNameTheOperandsAndDimensions) {
   EXPECT_THAT(message, HasSubstr("dot_general: requires contracting dimensions to have the same "
                                  "shape, got (3,) and (4,)"));
   EXPECT_THAT(message, HasSubstr("f32[2,3] and f32[4,2]"));
-  EXPECT_THAT(error_of([&] { dot_general(a, arange({3, 3}), {1}, {0}, {0}, {1}); }),
+  EXPECT_THAT(error_of([&] {
+                dot_general(a, arange({3, 3}), {1}, {0}, {0}, {1});
+              }),
               HasSubstr("batch dimensions to have the same shape, got (2,) and (3,)"));
-  EXPECT_THAT(error_of([&] { dot_general(a, a, {2}, {1}); }),
-              HasSubstr("lhs dimension numbers to be nonnegative and less than the number of axes"));
+  EXPECT_THAT(
+      error_of([&] { dot_general(a, a, {2}, {1}); }),
+      HasSubstr("lhs dimension numbers to be nonnegative and less than the number of axes"));
   EXPECT_THAT(error_of([&] { dot_general(a, a, {1}, {1}, {0}, {}); }),
               HasSubstr("equal numbers of lhs_batch and rhs_batch"));
   EXPECT_THAT(error_of([&] { dot_general(a, a, {1}, {1}, {1}, {1}); }),
@@ -250,8 +257,8 @@ TEST(DotBlas, F32MatmulMatchesNaiveF64Loop) {
   };
   for (float& value : a) value = next();
   for (float& value : b) value = next();
-  std::vector<float> c = matmul(Array::from_floats({kM, kK}, a), Array::from_floats({kK, kN}, b))
-                             .to_floats();
+  std::vector<float> c =
+      matmul(Array::from_floats({kM, kK}, a), Array::from_floats({kK, kN}, b)).to_floats();
   ASSERT_EQ(c.size(), kM * kN);
   double error_norm = 0.0, reference_norm = 0.0, worst_relative = 0.0;
   for (size_t i = 0; i < kM; ++i) {
@@ -259,7 +266,8 @@ TEST(DotBlas, F32MatmulMatchesNaiveF64Loop) {
       double reference = 0.0, magnitude = 0.0;
       for (size_t k = 0; k < kK; ++k) {
         reference += static_cast<double>(a[i * kK + k]) * static_cast<double>(b[k * kN + j]);
-        magnitude += std::abs(static_cast<double>(a[i * kK + k]) * static_cast<double>(b[k * kN + j]));
+        magnitude +=
+            std::abs(static_cast<double>(a[i * kK + k]) * static_cast<double>(b[k * kN + j]));
       }
       const double error = std::abs(static_cast<double>(c[i * kN + j]) - reference);
       worst_relative = std::max(worst_relative, error / magnitude);
@@ -276,17 +284,22 @@ TEST(DotBlas, F32MatmulMatchesNaiveF64Loop) {
 // --- VJPs ---
 
 TEST(DotGradients, MatmulMatchesFiniteDifferences) {
-  ArrayFunction product = [](const std::vector<Array>& a) { return weighted_total(matmul(a[0], a[1])); };
+  ArrayFunction product = [](const std::vector<Array>& a) {
+    return weighted_total(matmul(a[0], a[1]));
+  };
   expect_gradients_match_finite_differences(product, {irregular({3, 4}), irregular({4, 2}, 1.1)});
   expect_gradients_match_finite_differences(product, {irregular({4}), irregular({4, 2}, 1.1)});
   expect_gradients_match_finite_differences(product, {irregular({3, 4}), irregular({4}, 1.1)});
   expect_gradients_match_finite_differences(
       [](const std::vector<Array>& a) { return matmul(a[0], a[1]); },
       {irregular({5}), irregular({5}, 0.9)});
-  expect_gradients_match_finite_differences(product, {irregular({2, 3, 4}), irregular({2, 4, 2}, 1.1)});
+  expect_gradients_match_finite_differences(product,
+                                            {irregular({2, 3, 4}), irregular({2, 4, 2}, 1.1)});
   // Broadcast batches: the gradient of the shared operand sums over the batch.
-  expect_gradients_match_finite_differences(product, {irregular({3, 4}), irregular({2, 4, 2}, 1.1)});
-  expect_gradients_match_finite_differences(product, {irregular({1, 3, 4}), irregular({2, 4, 2}, 1.1)});
+  expect_gradients_match_finite_differences(product,
+                                            {irregular({3, 4}), irregular({2, 4, 2}, 1.1)});
+  expect_gradients_match_finite_differences(product,
+                                            {irregular({1, 3, 4}), irregular({2, 4, 2}, 1.1)});
   // A layer: x [B, D] @ w [D, H] + b [H].
   expect_gradients_match_finite_differences(
       [](const std::vector<Array>& a) { return weighted_total(tanh(matmul(a[0], a[1]) + a[2])); },
@@ -295,7 +308,9 @@ TEST(DotGradients, MatmulMatchesFiniteDifferences) {
 
 TEST(DotGradients, DotGeneralWithPermutedAndBatchDimensions) {
   expect_gradients_match_finite_differences(
-      [](const std::vector<Array>& a) { return weighted_total(dot_general(a[0], a[1], {0, 2}, {2, 0})); },
+      [](const std::vector<Array>& a) {
+        return weighted_total(dot_general(a[0], a[1], {0, 2}, {2, 0}));
+      },
       {irregular({2, 3, 4}), irregular({4, 2, 2}, 0.8)});
   expect_gradients_match_finite_differences(
       [](const std::vector<Array>& a) {

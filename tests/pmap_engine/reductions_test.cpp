@@ -16,8 +16,8 @@
 namespace pmap_engine {
 namespace {
 
-using ::testing::HasSubstr;
 using pmap_engine::testing::expect_gradients_match_finite_differences;
+using ::testing::HasSubstr;
 
 using ArrayFunction = std::function<Array(const std::vector<Array>&)>;
 
@@ -160,7 +160,9 @@ TEST(ReductionsSum, GradientMatchesFiniteDifferences) {
       [](const std::vector<Array>& a) { return weighted_total(sum(a[0], {1})); },
       {irregular({2, 3, 4})});
   expect_gradients_match_finite_differences(
-      [](const std::vector<Array>& a) { return weighted_total(sum(a[0], {0, -1}, true)); },
+      [](const std::vector<Array>& a) {
+        return weighted_total(sum(a[0], {0, -1}, true));
+      },
       {irregular({2, 3, 4})});
   // Broadcasting on the way in: x [3, 4] * b [4] summed over rows.
   expect_gradients_match_finite_differences(
@@ -206,7 +208,9 @@ TEST(ReductionsMean, HalfFloatsAreAveragedInF32) {
 
 TEST(ReductionsMean, GradientMatchesFiniteDifferencesAndJitAgrees) {
   expect_gradients_match_finite_differences(
-      [](const std::vector<Array>& a) { return weighted_total(mean(a[0], {0, 2})); },
+      [](const std::vector<Array>& a) {
+        return weighted_total(mean(a[0], {0, 2}));
+      },
       {irregular({2, 3, 4})});
   expect_gradients_match_finite_differences(
       [](const std::vector<Array>& a) { return mean(a[0] - a[1]); },
@@ -259,7 +263,9 @@ TEST(ReductionsMax, GradientMatchesFiniteDifferences) {
       [](const std::vector<Array>& a) { return weighted_total(max(a[0], {1})); },
       {irregular({3, 4})});
   expect_gradients_match_finite_differences(
-      [](const std::vector<Array>& a) { return weighted_total(max(a[0], {0, 2}, true)); },
+      [](const std::vector<Array>& a) {
+        return weighted_total(max(a[0], {0, 2}, true));
+      },
       {irregular({2, 3, 4})});
   expect_gradients_match_finite_differences(
       [](const std::vector<Array>& a) { return max(a[0] * a[1]); },

@@ -17,8 +17,8 @@
 namespace pmap_engine {
 namespace {
 
-using ::testing::HasSubstr;
 using pmap_engine::testing::expect_gradients_match_finite_differences;
+using ::testing::HasSubstr;
 
 using ArrayFunction = std::function<Array(const std::vector<Array>&)>;
 
@@ -76,7 +76,8 @@ Array weighted_total(const Array& y) {
 
 Array irregular(const Shape& shape, double seed = 0.3) {
   std::vector<double> values(shape_num_elements(shape));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(seed + 1.7 * static_cast<double>(i));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = std::sin(seed + 1.7 * static_cast<double>(i));
   return Array::from_doubles(shape, values);
 }
 
@@ -105,21 +106,27 @@ TEST(ShapeOpsTranspose, KnownAnswers) {
                                                   2, 6, 10, 14, 18, 22, 3, 7, 11, 15, 19, 23}));
   // .transpose(1, 0, 2), with a negative axis for the last one.
   EXPECT_EQ(transpose(x, {1, 0, -1}).to_floats(),
-            (std::vector<float>{0, 1, 2,  3,  12, 13, 14, 15, 4,  5,  6,  7,
-                                16, 17, 18, 19, 8, 9, 10, 11, 20, 21, 22, 23}));
+            (std::vector<float>{0,  1,  2,  3,  12, 13, 14, 15, 4,  5,  6,  7,
+                                16, 17, 18, 19, 8,  9,  10, 11, 20, 21, 22, 23}));
   // Integer and 16-bit dtypes move the same way.
-  EXPECT_EQ(transpose(arange({2, 3}, DType::i32)).to_ints(), (std::vector<int64_t>{0, 3, 1, 4, 2, 5}));
-  EXPECT_EQ(transpose(arange({2, 3}, DType::bf16)).to_floats(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
-  EXPECT_EQ(transpose(arange({2, 3}, DType::f64)).to_floats(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(transpose(arange({2, 3}, DType::i32)).to_ints(),
+            (std::vector<int64_t>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(transpose(arange({2, 3}, DType::bf16)).to_floats(),
+            (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(transpose(arange({2, 3}, DType::f64)).to_floats(),
+            (std::vector<float>{0, 3, 1, 4, 2, 5}));
 }
 
 TEST(ShapeOpsTranspose, IdentityPermutationIsNotAnOp) {
-  EXPECT_THAT(program_of([](const std::vector<Array>& a) { return transpose(a[0], {0, 1}) * 2.0; },
-                         {arange({2, 3})}),
+  EXPECT_THAT(program_of(
+                  [](const std::vector<Array>& a) {
+                    return transpose(a[0], {0, 1}) * 2.0;
+                  },
+                  {arange({2, 3})}),
               ::testing::Not(HasSubstr("transpose")));
-  EXPECT_THAT(program_of([](const std::vector<Array>& a) { return transpose(a[0]); },
-                         {arange({2, 3})}),
-              HasSubstr("transpose[permutation=(1, 0)]"));
+  EXPECT_THAT(
+      program_of([](const std::vector<Array>& a) { return transpose(a[0]); }, {arange({2, 3})}),
+      HasSubstr("transpose[permutation=(1, 0)]"));
 }
 
 TEST(ShapeOpsTranspose, BadPermutationNamesOpAndShape) {
@@ -131,13 +138,18 @@ TEST(ShapeOpsTranspose, BadPermutationNamesOpAndShape) {
 
 TEST(ShapeOpsTranspose, GradientAndJit) {
   expect_gradients_match_finite_differences(
-      [](const std::vector<Array>& a) { return weighted_total(transpose(a[0], {2, 0, 1})); },
+      [](const std::vector<Array>& a) {
+        return weighted_total(transpose(a[0], {2, 0, 1}));
+      },
       {irregular({2, 3, 4})});
   expect_gradients_match_finite_differences(
       [](const std::vector<Array>& a) { return weighted_total(transpose(a[0]) * a[1]); },
       {irregular({3, 2}), irregular({3}, 1.3)});
-  expect_same_both_ways([](const std::vector<Array>& a) { return transpose(a[0], {1, 2, 0}); },
-                        {arange({2, 3, 4})});
+  expect_same_both_ways(
+      [](const std::vector<Array>& a) {
+        return transpose(a[0], {1, 2, 0});
+      },
+      {arange({2, 3, 4})});
 }
 
 // --- concatenate ---
@@ -148,7 +160,8 @@ TEST(ShapeOpsConcatenate, KnownAnswers) {
   Array b = arange({2, 4}) + 10.0;
   Array joined = concatenate({a, b}, 1);
   EXPECT_EQ(joined.shape(), (Shape{2, 7}));
-  EXPECT_EQ(joined.to_floats(), (std::vector<float>{0, 1, 2, 10, 11, 12, 13, 3, 4, 5, 14, 15, 16, 17}));
+  EXPECT_EQ(joined.to_floats(),
+            (std::vector<float>{0, 1, 2, 10, 11, 12, 13, 3, 4, 5, 14, 15, 16, 17}));
   EXPECT_EQ(concatenate({a, b}, -1).to_floats(), joined.to_floats());
   // Along axis 0, with three operands, one of them empty.
   Array stacked = concatenate({arange({1, 2}), zeros({0, 2}), arange({2, 2}) + 5.0}, 0);
@@ -165,24 +178,37 @@ TEST(ShapeOpsConcatenate, ErrorsNameTheShapes) {
   EXPECT_THAT(message, HasSubstr("concatenate: cannot concatenate arrays with shapes that differ"));
   EXPECT_THAT(message, HasSubstr("along dimension 1"));
   EXPECT_THAT(message, HasSubstr("f32[2,3], f32[3,3]"));
-  EXPECT_THAT(error_of([] { concatenate({arange({2, 3}), arange({3})}, 0); }),
+  EXPECT_THAT(error_of([] {
+                concatenate({arange({2, 3}), arange({3})}, 0);
+              }),
               HasSubstr("different numbers of dimensions: got f32[2,3], f32[3]"));
-  EXPECT_THAT(error_of([] { concatenate({arange({2}), arange({2})}, 1); }),
+  EXPECT_THAT(error_of([] {
+                concatenate({arange({2}), arange({2})}, 1);
+              }),
               HasSubstr("concatenate: axis 1 is out of bounds"));
-  EXPECT_THAT(error_of([] { concatenate({Array::scalar(1), Array::scalar(2)}, 0); }),
+  EXPECT_THAT(error_of([] {
+                concatenate({Array::scalar(1), Array::scalar(2)}, 0);
+              }),
               HasSubstr("zero-dimensional arrays cannot be concatenated"));
   EXPECT_THAT(error_of([] { concatenate({}, 0); }), HasSubstr("concatenate: needs at least one"));
 }
 
 TEST(ShapeOpsConcatenate, GradientAndJit) {
   expect_gradients_match_finite_differences(
-      [](const std::vector<Array>& a) { return weighted_total(concatenate({a[0], a[1], a[2]}, 1)); },
+      [](const std::vector<Array>& a) {
+        return weighted_total(concatenate({a[0], a[1], a[2]}, 1));
+      },
       {irregular({2, 1}), irregular({2, 3}, 0.7), irregular({2, 2}, 1.9)});
   expect_same_both_ways(
-      [](const std::vector<Array>& a) { return concatenate({a[0], a[1]}, 0); },
+      [](const std::vector<Array>& a) {
+        return concatenate({a[0], a[1]}, 0);
+      },
       {arange({2, 3}), arange({1, 3})});
-  EXPECT_THAT(program_of([](const std::vector<Array>& a) { return concatenate({a[0], a[1]}, -1); },
-                         {arange({2, 3}), arange({2, 1})}),
+  EXPECT_THAT(program_of(
+                  [](const std::vector<Array>& a) {
+                    return concatenate({a[0], a[1]}, -1);
+                  },
+                  {arange({2, 3}), arange({2, 1})}),
               HasSubstr("concatenate[dimension=1]"));
 }
 
@@ -202,34 +228,47 @@ TEST(ShapeOpsSlice, ErrorsNameTheIndicesAndOperand) {
   EXPECT_THAT(message, HasSubstr("slice: limit_indices must be less than or equal to operand "
                                  "shape, got limit_indices (2, 4)"));
   EXPECT_THAT(message, HasSubstr("f32[2,3]"));
-  EXPECT_THAT(error_of([] { slice(arange({2, 3}), {-1, 0}, {1, 1}); }),
+  EXPECT_THAT(error_of([] {
+                slice(arange({2, 3}), {-1, 0}, {1, 1});
+              }),
               HasSubstr("greater than or equal to zero, got start_indices of (-1, 0)"));
-  EXPECT_THAT(error_of([] { slice(arange({2, 3}), {1, 2}, {1, 1}); }),
+  EXPECT_THAT(error_of([] {
+                slice(arange({2, 3}), {1, 2}, {1, 1});
+              }),
               HasSubstr("got start_indices (1, 2) and limit_indices (1, 1)"));
-  EXPECT_THAT(error_of([] { slice(arange({2, 3}), {0}, {1}); }),
+  EXPECT_THAT(error_of([] {
+                slice(arange({2, 3}), {0}, {1});
+              }),
               HasSubstr("one entry per dimension"));
 }
 
 // slice's VJP pads the cotangent with zeros back to the operand's shape.
 TEST(ShapeOpsSlice, GradientIsTheZeroPaddedCotangent) {
   Tree grads = grad([](const std::vector<Tree>& args) {
-    return Tree(sum(slice(args[0].leaf(), {0, 1}, {2, 3}) * Array::from_floats({2, 2}, {1, 2, 3, 4})));
+    return Tree(
+        sum(slice(args[0].leaf(), {0, 1}, {2, 3}) * Array::from_floats({2, 2}, {1, 2, 3, 4})));
   })({Tree(arange({2, 4}))});
   EXPECT_EQ(grads.leaf().to_floats(), (std::vector<float>{0, 1, 2, 0, 0, 3, 4, 0}));
   expect_gradients_match_finite_differences(
-      [](const std::vector<Array>& a) { return weighted_total(slice(a[0], {1, 0, 2}, {2, 3, 4})); },
+      [](const std::vector<Array>& a) {
+        return weighted_total(slice(a[0], {1, 0, 2}, {2, 3, 4}));
+      },
       {irregular({2, 3, 4})});
   std::string program = program_of(
       [](const std::vector<Array>& a) {
         return grad([](const std::vector<Tree>& args) {
-          return Tree(sum(slice(args[0].leaf(), {1}, {3})));
-        })({Tree(a[0])}).leaf();
+                 return Tree(sum(slice(args[0].leaf(), {1}, {3})));
+               })({Tree(a[0])})
+            .leaf();
       },
       {arange({4})});
   EXPECT_THAT(program, HasSubstr("slice[start_indices=(1,) limit_indices=(3,)]"));
   EXPECT_THAT(program, HasSubstr("pad[padding_low=(1,) padding_high=(1,)]"));
-  expect_same_both_ways([](const std::vector<Array>& a) { return slice(a[0], {0, 1}, {1, 3}); },
-                        {arange({2, 3})});
+  expect_same_both_ways(
+      [](const std::vector<Array>& a) {
+        return slice(a[0], {0, 1}, {1, 3});
+      },
+      {arange({2, 3})});
 }
 
 // --- take_along_axis ---
@@ -255,7 +294,9 @@ TEST(ShapeOpsTakeAlongAxis, IndicesBroadcastOffTheAxis) {
   Array taken = take_along_axis(arange({2, 3, 4}), Array::from_ints({2, 1, 2}, {3, 0, 1, 1}), 2);
   EXPECT_EQ(taken.shape(), (Shape{2, 3, 2}));
   EXPECT_EQ(taken.to_floats(), (std::vector<float>{3, 0, 7, 4, 11, 8, 13, 13, 17, 17, 21, 21}));
-  EXPECT_THAT(error_of([] { take_along_axis(arange({2, 3}), Array::from_ints({3, 1}, {0, 0, 0}), 1); }),
+  EXPECT_THAT(error_of([] {
+                take_along_axis(arange({2, 3}), Array::from_ints({3, 1}, {0, 0, 0}), 1);
+              }),
               HasSubstr("incompatible shapes for broadcasting"));
 }
 
@@ -286,12 +327,18 @@ TEST(ShapeOpsTakeAlongAxis, OutOfRangeIndicesReadTheFillValue) {
 
 TEST(ShapeOpsTakeAlongAxis, ErrorsNameOpTypesAndAxis) {
   Array x = arange({2, 3});
-  std::string message = error_of([&] { take_along_axis(x, Array::from_floats({2, 1}, {0, 1}), 1); });
+  std::string message = error_of([&] {
+    take_along_axis(x, Array::from_floats({2, 1}, {0, 1}), 1);
+  });
   EXPECT_THAT(message, HasSubstr("take_along_axis: indices must be of integer type"));
   EXPECT_THAT(message, HasSubstr("f32[2,3] and indices f32[2,1]"));
-  EXPECT_THAT(error_of([&] { take_along_axis(x, Array::from_ints({2}, {0, 1}), 0); }),
+  EXPECT_THAT(error_of([&] {
+                take_along_axis(x, Array::from_ints({2}, {0, 1}), 0);
+              }),
               HasSubstr("same number of dimensions; 1 vs. 2"));
-  EXPECT_THAT(error_of([&] { take_along_axis(x, Array::from_ints({2, 1}, {0, 1}), 2); }),
+  EXPECT_THAT(error_of([&] {
+                take_along_axis(x, Array::from_ints({2, 1}, {0, 1}), 2);
+              }),
               HasSubstr("take_along_axis: axis 2 is out of bounds for array of dimension 2"));
 }
 
@@ -321,7 +368,9 @@ TEST(ShapeOpsTakeAlongAxis, GradientScatterAddsTheCotangent) {
   // Broadcast indices: the gradient also sums over the broadcast.
   Array column = Array::from_ints({1, 2}, {2, 0});
   expect_gradients_match_finite_differences(
-      [column](const std::vector<Array>& a) { return weighted_total(take_along_axis(a[0], column, 1)); },
+      [column](const std::vector<Array>& a) {
+        return weighted_total(take_along_axis(a[0], column, 1));
+      },
       {irregular({3, 4})});
 }
 
@@ -331,19 +380,21 @@ TEST(ShapeOpsTakeAlongAxis, SecondOrderGoesThroughScatterAdd) {
   Array indices = Array::from_ints({2, 3}, {0, 0, 2, 1, 3, -1});
   auto inner_gradient = [indices](const Array& x) {
     return grad([indices](const std::vector<Tree>& args) {
-      Array taken = take_along_axis(args[0].leaf(), indices, 1);
-      return Tree(sum(taken * taken) * 0.5);
-    })({Tree(x)}).leaf();
+             Array taken = take_along_axis(args[0].leaf(), indices, 1);
+             return Tree(sum(taken * taken) * 0.5);
+           })({Tree(x)})
+        .leaf();
   };
   expect_gradients_match_finite_differences(
-      [inner_gradient](const std::vector<Array>& a) { return weighted_total(inner_gradient(a[0])); },
+      [inner_gradient](const std::vector<Array>& a) {
+        return weighted_total(inner_gradient(a[0]));
+      },
       {irregular({2, 4})});
 }
 
 TEST(ShapeOpsTakeAlongAxis, JitMatchesOpByOp) {
-  expect_same_both_ways(
-      [](const std::vector<Array>& a) { return take_along_axis(a[0], a[1], 0); },
-      {arange({3, 2}), Array::from_ints({2, 2}, {2, 0, -1, 7})});
+  expect_same_both_ways([](const std::vector<Array>& a) { return take_along_axis(a[0], a[1], 0); },
+                        {arange({3, 2}), Array::from_ints({2, 2}, {2, 0, -1, 7})});
   EXPECT_THAT(program_of([](const std::vector<Array>& a) { return take_along_axis(a[0], a[1], 1); },
                          {arange({3, 2}), Array::from_ints({3, 1}, {0, 1, 0})}),
               HasSubstr("take_along_axis[axis=1]"));

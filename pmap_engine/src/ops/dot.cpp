@@ -85,7 +85,8 @@ std::vector<int64_t> remaining(int64_t ndim, const std::vector<int64_t>& a,
                                const std::vector<int64_t>& b) {
   std::vector<int64_t> rest;
   for (int64_t d = 0; d < ndim; ++d) {
-    if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end()) {
+    if (std::find(a.begin(), a.end(), d) == a.end() &&
+        std::find(b.begin(), b.end(), d) == b.end()) {
       rest.push_back(d);
     }
   }
@@ -118,17 +119,18 @@ void check_side(const char* side, const std::vector<int64_t>& contracting,
       if (d < 0 || d >= static_cast<int64_t>(ndim)) {
         throw EngineError(std::string("dot_general: requires ") + side +
                           " dimension numbers to be nonnegative and less than the number of "
-                          "axes of the " + side + " value, got " + side + "_batch of " +
-                          tuple_to_string(batch) + " and " + side + "_contracting of " +
-                          tuple_to_string(contracting) + " for " + operands);
+                          "axes of the " +
+                          side + " value, got " + side + "_batch of " + tuple_to_string(batch) +
+                          " and " + side + "_contracting of " + tuple_to_string(contracting) +
+                          " for " + operands);
       }
     }
   }
   if (has_duplicates(batch) || has_duplicates(contracting) || overlaps(batch, contracting)) {
     throw EngineError(std::string("dot_general: requires ") + side +
-                      " batch and contracting dimensions to be distinct and disjoint, got " +
-                      side + "_batch " + tuple_to_string(batch) + " and " + side +
-                      "_contracting " + tuple_to_string(contracting) + " for " + operands);
+                      " batch and contracting dimensions to be distinct and disjoint, got " + side +
+                      "_batch " + tuple_to_string(batch) + " and " + side + "_contracting " +
+                      tuple_to_string(contracting) + " for " + operands);
   }
 }
 
@@ -144,21 +146,25 @@ ir::AbstractValue dot_general_abstract_eval(const ir::AbstractValue& lhs,
   check_side("lhs", dn.lhs_contracting, dn.lhs_batch, lhs.shape.size(), operands);
   check_side("rhs", dn.rhs_contracting, dn.rhs_batch, rhs.shape.size(), operands);
   if (dn.lhs_batch.size() != dn.rhs_batch.size()) {
-    throw EngineError("dot_general: requires equal numbers of lhs_batch and rhs_batch "
-                      "dimensions, got lhs_batch " + tuple_to_string(dn.lhs_batch) +
-                      " and rhs_batch " + tuple_to_string(dn.rhs_batch) + " for " + operands);
+    throw EngineError(
+        "dot_general: requires equal numbers of lhs_batch and rhs_batch "
+        "dimensions, got lhs_batch " +
+        tuple_to_string(dn.lhs_batch) + " and rhs_batch " + tuple_to_string(dn.rhs_batch) +
+        " for " + operands);
   }
   if (dims_of(lhs.shape, dn.lhs_batch) != dims_of(rhs.shape, dn.rhs_batch)) {
-    throw EngineError("dot_general: requires lhs batch dimensions and rhs batch dimensions to "
-                      "have the same shape, got " +
-                      tuple_to_string(dims_of(lhs.shape, dn.lhs_batch)) + " and " +
-                      tuple_to_string(dims_of(rhs.shape, dn.rhs_batch)) + " for " + operands);
+    throw EngineError(
+        "dot_general: requires lhs batch dimensions and rhs batch dimensions to "
+        "have the same shape, got " +
+        tuple_to_string(dims_of(lhs.shape, dn.lhs_batch)) + " and " +
+        tuple_to_string(dims_of(rhs.shape, dn.rhs_batch)) + " for " + operands);
   }
   if (dims_of(lhs.shape, dn.lhs_contracting) != dims_of(rhs.shape, dn.rhs_contracting)) {
-    throw EngineError("dot_general: requires contracting dimensions to have the same shape, "
-                      "got " + tuple_to_string(dims_of(lhs.shape, dn.lhs_contracting)) + " and " +
-                      tuple_to_string(dims_of(rhs.shape, dn.rhs_contracting)) + " for " +
-                      operands);
+    throw EngineError(
+        "dot_general: requires contracting dimensions to have the same shape, "
+        "got " +
+        tuple_to_string(dims_of(lhs.shape, dn.lhs_contracting)) + " and " +
+        tuple_to_string(dims_of(rhs.shape, dn.rhs_contracting)) + " for " + operands);
   }
   const int64_t lhs_ndim = static_cast<int64_t>(lhs.shape.size());
   const int64_t rhs_ndim = static_cast<int64_t>(rhs.shape.size());
@@ -227,14 +233,13 @@ void matrix_multiply(const float* a, const float* b, float* c, size_t m, size_t 
 }
 
 void matrix_multiply(const double* a, const double* b, double* c, size_t m, size_t n, size_t k) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(m), blas_int(n), blas_int(k),
-              1.0, a, blas_int(k), b, blas_int(n), 0.0, c, blas_int(n));
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(m), blas_int(n), blas_int(k), 1.0,
+              a, blas_int(k), b, blas_int(n), 0.0, c, blas_int(n));
 }
 
 // Integer products and sums wrap modulo 2^32 (unsigned arithmetic: no signed-overflow UB).
 template <typename Integer>
-void matrix_multiply(const Integer* a, const Integer* b, Integer* c, size_t m, size_t n,
-                     size_t k) {
+void matrix_multiply(const Integer* a, const Integer* b, Integer* c, size_t m, size_t n, size_t k) {
   for (size_t row = 0; row < m; ++row) {
     for (size_t col = 0; col < n; ++col) {
       uint32_t total = 0;
@@ -251,10 +256,10 @@ Buffer dot_general_kernel(const Buffer& lhs, const Buffer& rhs, const DimensionN
   const ir::AbstractValue out_type =
       dot_general_abstract_eval({lhs.dtype, lhs.shape}, {rhs.dtype, rhs.shape}, dn);
   Buffer out = Buffer::allocate(out_type.dtype, out_type.shape);  // zero-filled
-  const std::vector<int64_t> lhs_free = remaining(static_cast<int64_t>(lhs.shape.size()),
-                                                  dn.lhs_contracting, dn.lhs_batch);
-  const std::vector<int64_t> rhs_free = remaining(static_cast<int64_t>(rhs.shape.size()),
-                                                  dn.rhs_contracting, dn.rhs_batch);
+  const std::vector<int64_t> lhs_free =
+      remaining(static_cast<int64_t>(lhs.shape.size()), dn.lhs_contracting, dn.lhs_batch);
+  const std::vector<int64_t> rhs_free =
+      remaining(static_cast<int64_t>(rhs.shape.size()), dn.rhs_contracting, dn.rhs_batch);
   dispatch_numeric(lhs.dtype, [&](auto element) {
     using Element = decltype(element);
     using Compute = typename Element::Compute;
@@ -385,9 +390,11 @@ Array matmul(const Array& a_in, const Array& b_in) {
   const int64_t a_contracting_size = a.shape().back();
   const int64_t b_contracting_size = b.shape()[static_cast<size_t>(b.ndim() - (b_is_mat ? 2 : 1))];
   if (a_contracting_size != b_contracting_size) {
-    throw EngineError("matmul: dot_general requires contracting dimensions to have the same "
-                      "shape, got (" + std::to_string(a_contracting_size) + ",) and (" +
-                      std::to_string(b_contracting_size) + ",) for " + operands);
+    throw EngineError(
+        "matmul: dot_general requires contracting dimensions to have the same "
+        "shape, got (" +
+        std::to_string(a_contracting_size) + ",) and (" + std::to_string(b_contracting_size) +
+        ",) for " + operands);
   }
 
   // Batch dimensions, right-aligned; -1 where an operand has none.
@@ -398,11 +405,15 @@ Array matmul(const Array& a_in, const Array& b_in) {
     const size_t missing = num_batch - sizes.size();
     return i < missing ? int64_t{-1} : sizes[i - missing];
   };
-  std::vector<int64_t> a_squeeze, b_squeeze, both_squeeze;  // operand / output dimensions
-  std::vector<int64_t> a_batch, b_batch;                       // dot_general batch dims
-  std::vector<int64_t> idx_batch, idx_a_other, idx_b_other;    // output positions
-  auto a_seen = [&] { return static_cast<int64_t>(idx_batch.size() + idx_a_other.size() + a_squeeze.size()); };
-  auto b_seen = [&] { return static_cast<int64_t>(idx_batch.size() + idx_b_other.size() + b_squeeze.size()); };
+  std::vector<int64_t> a_squeeze, b_squeeze, both_squeeze;   // operand / output dimensions
+  std::vector<int64_t> a_batch, b_batch;                     // dot_general batch dims
+  std::vector<int64_t> idx_batch, idx_a_other, idx_b_other;  // output positions
+  auto a_seen = [&] {
+    return static_cast<int64_t>(idx_batch.size() + idx_a_other.size() + a_squeeze.size());
+  };
+  auto b_seen = [&] {
+    return static_cast<int64_t>(idx_batch.size() + idx_b_other.size() + b_squeeze.size());
+  };
   for (size_t i = 0; i < num_batch; ++i) {
     const int64_t a_size = batch_size_at(a_batch_sizes, i);
     const int64_t b_size = batch_size_at(b_batch_sizes, i);
@@ -438,8 +449,8 @@ Array matmul(const Array& a_in, const Array& b_in) {
 
   a = squeeze(a, a_squeeze);
   b = squeeze(b, b_squeeze);
-  Array result = dot_general(a, b, {a.ndim() - 1}, {b.ndim() - 1 - (b_is_mat ? 1 : 0)}, a_batch,
-                             b_batch);
+  Array result =
+      dot_general(a, b, {a.ndim() - 1}, {b.ndim() - 1 - (b_is_mat ? 1 : 0)}, a_batch, b_batch);
   result = transpose(result, argsort(output_positions));
   for (int64_t position : both_squeeze) result = expand_dims(result, position);
   return result;

@@ -136,8 +136,8 @@ Compute lowest_value() {
 }
 
 std::vector<ir::AbstractValue> reduce_abstract_eval(const char* op,
-                                                const std::vector<ir::AbstractValue>& inputs,
-                                                const ir::Params& params, bool allow_bool) {
+                                                    const std::vector<ir::AbstractValue>& inputs,
+                                                    const ir::Params& params, bool allow_bool) {
   const ir::AbstractValue& x = inputs.at(0);
   if (x.dtype == DType::bool_ && !allow_bool) {
     throw EngineError(std::string(op) + ": operand must be numeric, got " +
@@ -198,7 +198,7 @@ const ir::Primitive* kReduceMax = ir::register_primitive({
         using Element = decltype(element);
         using Compute = typename Element::Compute;
         return reduce_kernel<Element>(x, params.ints("axes"), lowest_value<Compute>(),
-                                     nan_propagating_max<Compute>);
+                                      nan_propagating_max<Compute>);
       })};
     },
     reduce_max_vjp,
@@ -218,8 +218,8 @@ std::vector<int64_t> canonical_axes(const char* op, const Array& x, std::vector<
   for (int64_t axis : axes) {
     if (axis < -ndim || axis >= ndim) {
       throw EngineError(std::string(op) + ": axis " + std::to_string(axis) +
-                        " is out of bounds for array of dimension " + std::to_string(ndim) +
-                        " (" + type_to_string(x.dtype(), x.shape()) + ")");
+                        " is out of bounds for array of dimension " + std::to_string(ndim) + " (" +
+                        type_to_string(x.dtype(), x.shape()) + ")");
     }
     canonical.push_back(axis < 0 ? axis + ndim : axis);
   }

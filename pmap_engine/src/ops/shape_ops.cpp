@@ -122,8 +122,8 @@ const ir::Primitive* kTranspose = ir::register_primitive({
     },
     // ct: [d_perm[0], ...] -> x: [d_0, ...] by the inverse permutation.
     [](const ir::VjpArgs& args) {
-      return std::vector<Array>{
-          transpose(args.output_cotangents[0], inverse_permutation(args.params.ints("permutation")))};
+      return std::vector<Array>{transpose(args.output_cotangents[0],
+                                          inverse_permutation(args.params.ints("permutation")))};
     },
 });
 
@@ -139,8 +139,8 @@ Buffer concatenate_kernel(const std::vector<const Buffer*>& operands, int64_t di
   Buffer out = Buffer::allocate(operands.front()->dtype, out_shape);
   StridedView destination = whole(out_shape);
   for (const Buffer* operand : operands) {
-    strided_copy(operand->shape, operand->bytes->data(), whole(operand->shape),
-                 out.bytes->data(), destination, dtype_num_bytes(out.dtype));
+    strided_copy(operand->shape, operand->bytes->data(), whole(operand->shape), out.bytes->data(),
+                 destination, dtype_num_bytes(out.dtype));
     destination.offset += operand->shape[static_cast<size_t>(dimension)] *
                           destination.strides[static_cast<size_t>(dimension)];
   }
@@ -172,15 +172,19 @@ ir::AbstractValue concatenate_abstract_eval(const std::vector<ir::AbstractValue>
                         types_to_string(operands) + " (convert with astype first)");
     }
     if (operand.shape.size() != first.shape.size()) {
-      throw EngineError("concatenate: cannot concatenate arrays with different numbers of "
-                        "dimensions: got " + types_to_string(operands));
+      throw EngineError(
+          "concatenate: cannot concatenate arrays with different numbers of "
+          "dimensions: got " +
+          types_to_string(operands));
     }
     for (int64_t d = 0; d < ndim; ++d) {
-      if (d != dimension && operand.shape[static_cast<size_t>(d)] != first.shape[static_cast<size_t>(d)]) {
-        throw EngineError("concatenate: cannot concatenate arrays with shapes that differ in "
-                          "dimensions other than the one being concatenated: concatenating "
-                          "along dimension " + std::to_string(dimension) + " for " +
-                          types_to_string(operands));
+      if (d != dimension &&
+          operand.shape[static_cast<size_t>(d)] != first.shape[static_cast<size_t>(d)]) {
+        throw EngineError(
+            "concatenate: cannot concatenate arrays with shapes that differ in "
+            "dimensions other than the one being concatenated: concatenating "
+            "along dimension " +
+            std::to_string(dimension) + " for " + types_to_string(operands));
       }
     }
     out_shape[static_cast<size_t>(dimension)] += operand.shape[static_cast<size_t>(dimension)];
@@ -278,23 +282,28 @@ Shape sliced_shape(DType dtype, const Shape& shape, const std::vector<int64_t>& 
   const std::string operand = " for operand " + type_to_string(dtype, shape);
   if (start.size() != shape.size() || limit.size() != shape.size()) {
     throw EngineError("slice: start_indices " + tuple_to_string(start) + " and limit_indices " +
-                      tuple_to_string(limit) +
-                      " must have one entry per dimension of the operand" + operand);
+                      tuple_to_string(limit) + " must have one entry per dimension of the operand" +
+                      operand);
   }
   Shape out(shape.size());
   for (size_t d = 0; d < shape.size(); ++d) {
     if (start[d] < 0) {
-      throw EngineError("slice: start_indices must be greater than or equal to zero, got "
-                        "start_indices of " + tuple_to_string(start) + operand);
+      throw EngineError(
+          "slice: start_indices must be greater than or equal to zero, got "
+          "start_indices of " +
+          tuple_to_string(start) + operand);
     }
     if (limit[d] > shape[d]) {
-      throw EngineError("slice: limit_indices must be less than or equal to operand shape, got "
-                        "limit_indices " + tuple_to_string(limit) + operand);
+      throw EngineError(
+          "slice: limit_indices must be less than or equal to operand shape, got "
+          "limit_indices " +
+          tuple_to_string(limit) + operand);
     }
     if (limit[d] < start[d]) {
-      throw EngineError("slice: limit_indices must be greater than or equal to start_indices, "
-                        "got start_indices " + tuple_to_string(start) + " and limit_indices " +
-                        tuple_to_string(limit) + operand);
+      throw EngineError(
+          "slice: limit_indices must be greater than or equal to start_indices, "
+          "got start_indices " +
+          tuple_to_string(start) + " and limit_indices " + tuple_to_string(limit) + operand);
     }
     out[d] = limit[d] - start[d];
   }
@@ -341,10 +350,14 @@ const ir::Primitive* kSlice = ir::register_primitive({
 // The fill value of jnp's "fill" mode for a dtype (slicing.py gather).
 double default_fill_value(DType dtype) {
   switch (dtype) {
-    case DType::i32: return static_cast<double>(std::numeric_limits<int32_t>::min());
-    case DType::u32: return static_cast<double>(std::numeric_limits<uint32_t>::max());
-    case DType::bool_: return 1.0;
-    default: return std::numeric_limits<double>::quiet_NaN();
+    case DType::i32:
+      return static_cast<double>(std::numeric_limits<int32_t>::min());
+    case DType::u32:
+      return static_cast<double>(std::numeric_limits<uint32_t>::max());
+    case DType::bool_:
+      return 1.0;
+    default:
+      return std::numeric_limits<double>::quiet_NaN();
   }
 }
 
@@ -359,8 +372,10 @@ void check_along_axis(const char* op, const ir::AbstractValue& operand,
                       types);
   }
   if (operand.shape.size() != indices.shape.size()) {
-    throw EngineError(std::string(op) + ": indices and arr must have the same number of "
-                      "dimensions, got " + types);
+    throw EngineError(std::string(op) +
+                      ": indices and arr must have the same number of "
+                      "dimensions, got " +
+                      types);
   }
   const int64_t ndim = static_cast<int64_t>(operand.shape.size());
   if (axis < 0 || axis >= ndim) {
@@ -368,7 +383,8 @@ void check_along_axis(const char* op, const ir::AbstractValue& operand,
                       " is out of bounds for " + types);
   }
   for (int64_t d = 0; d < ndim; ++d) {
-    if (d != axis && operand.shape[static_cast<size_t>(d)] != indices.shape[static_cast<size_t>(d)]) {
+    if (d != axis &&
+        operand.shape[static_cast<size_t>(d)] != indices.shape[static_cast<size_t>(d)]) {
       throw EngineError(std::string(op) + ": shapes must agree off axis " + std::to_string(axis) +
                         ", got " + types + " (dimension " + std::to_string(d) + ")");
     }
@@ -424,9 +440,10 @@ Buffer take_along_axis_kernel(const Buffer& x, const Buffer& indices, int64_t ax
       [&](size_t flat_index, const std::array<int64_t, 1>& row_start) {
         const int64_t position = lookup.position(flat_index);
         const std::byte* source =
-            position < 0 ? fill.data()
-                         : x.bytes->data() + static_cast<size_t>(row_start[0] + position * axis_stride) *
-                                                 element_num_bytes;
+            position < 0
+                ? fill.data()
+                : x.bytes->data() + static_cast<size_t>(row_start[0] + position * axis_stride) *
+                                        element_num_bytes;
         std::memcpy(out.bytes->data() + flat_index * element_num_bytes, source, element_num_bytes);
       });
   return out;
@@ -456,14 +473,14 @@ Buffer scatter_add_kernel(const Buffer& operand, const Buffer& indices, const Bu
     for (size_t i = 0; i < sums.size(); ++i) sums[i] = Element::load(operand_values[i]);
     const int64_t axis_stride = row_major_strides(operand.shape)[static_cast<size_t>(axis)];
     const AxisLookup lookup{indices, operand.shape[static_cast<size_t>(axis)]};
-    for_each_strided<1>(
-        indices.shape, {off_axis_strides(operand.shape, static_cast<size_t>(axis))},
-        [&](size_t flat_index, const std::array<int64_t, 1>& row_start) {
-          const int64_t position = lookup.position(flat_index);
-          if (position < 0) return;  // dropped
-          Compute& sum_at = sums[static_cast<size_t>(row_start[0] + position * axis_stride)];
-          sum_at = wrapping_add(sum_at, Element::load(update_values[flat_index]));
-        });
+    for_each_strided<1>(indices.shape, {off_axis_strides(operand.shape, static_cast<size_t>(axis))},
+                        [&](size_t flat_index, const std::array<int64_t, 1>& row_start) {
+                          const int64_t position = lookup.position(flat_index);
+                          if (position < 0) return;  // dropped
+                          Compute& sum_at =
+                              sums[static_cast<size_t>(row_start[0] + position * axis_stride)];
+                          sum_at = wrapping_add(sum_at, Element::load(update_values[flat_index]));
+                        });
     Buffer out = Buffer::allocate(operand.dtype, operand.shape);
     Storage* out_values = out.data<Storage>();
     for (size_t i = 0; i < sums.size(); ++i) out_values[i] = Element::store(sums[i]);
@@ -519,10 +536,12 @@ const ir::Primitive* kScatterAdd = ir::register_primitive({
       check_along_axis("scatter_add", operand, inputs.at(1), params.integer("axis"));
       if (updates.dtype != operand.dtype || updates.shape != inputs[1].shape ||
           operand.dtype == DType::bool_) {
-        throw EngineError("scatter_add: updates must be numeric, of the operand's dtype and the "
-                          "indices' shape, got operand " + type_to_string(operand.dtype, operand.shape) +
-                          ", indices " + type_to_string(inputs[1].dtype, inputs[1].shape) +
-                          ", updates " + type_to_string(updates.dtype, updates.shape));
+        throw EngineError(
+            "scatter_add: updates must be numeric, of the operand's dtype and the "
+            "indices' shape, got operand " +
+            type_to_string(operand.dtype, operand.shape) + ", indices " +
+            type_to_string(inputs[1].dtype, inputs[1].shape) + ", updates " +
+            type_to_string(updates.dtype, updates.shape));
       }
       return std::vector<ir::AbstractValue>{operand};
     },
@@ -608,9 +627,10 @@ Array take_along_axis(const Array& x, const Array& indices, int64_t axis) {
     throw EngineError("take_along_axis: indices must be of integer type, got " + types);
   }
   if (x.ndim() != indices.ndim()) {
-    throw EngineError("take_along_axis: indices and arr must have the same number of "
-                      "dimensions; " + std::to_string(indices.ndim()) + " vs. " +
-                      std::to_string(x.ndim()) + " (" + types + ")");
+    throw EngineError(
+        "take_along_axis: indices and arr must have the same number of "
+        "dimensions; " +
+        std::to_string(indices.ndim()) + " vs. " + std::to_string(x.ndim()) + " (" + types + ")");
   }
   const size_t axis_index = static_cast<size_t>(canonical_axis("take_along_axis", axis, x));
   Shape out_shape = indices.shape();
