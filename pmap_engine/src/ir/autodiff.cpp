@@ -133,13 +133,15 @@ TreeFunction value_and_grad(TreeFunction function, std::vector<size_t> argnums, 
       }
       bool any_input = false;
       std::vector<Array> inputs;
+      std::vector<bool> wanted;
       for (int var : equation.inputs) {
         any_input = any_input || needs_cotangent[var];
         inputs.push_back(values.at(var));
+        wanted.push_back(needs_cotangent[var]);
       }
       if (!any_output || !any_input) continue;
-      std::vector<Array> input_cotangents =
-          equation.primitive->vjp({inputs, outputs, equation.params, output_cotangents});
+      std::vector<Array> input_cotangents = equation.primitive->vjp(
+          {inputs, outputs, equation.params, output_cotangents, std::move(wanted)});
       for (size_t i = 0; i < equation.inputs.size(); ++i) {
         const int var = equation.inputs[i];
         if (!needs_cotangent[var] || i >= input_cotangents.size() ||

@@ -23,13 +23,20 @@ struct AbstractValue {
 };
 
 // What a VJP rule receives: the equation's inputs and outputs (tracers or concrete arrays),
-// its params, and the cotangent of each output (an invalid Array where an output has none).
-// It returns one cotangent per input (an invalid Array for "zero / not differentiable").
+// its params, the cotangent of each output (an invalid Array where an output has none), and
+// which inputs need a cotangent at all (a rule may skip the others: JAX's transpose rules
+// likewise only produce cotangents for linear inputs). It returns one cotangent per input (an
+// invalid Array for "zero / not differentiable / not needed").
 struct VjpArgs {
   const std::vector<Array>& inputs;
   const std::vector<Array>& outputs;
   const Params& params;
   const std::vector<Array>& output_cotangents;
+  std::vector<bool> needs_cotangent = {};  // empty: all inputs
+
+  bool needs(size_t input) const {
+    return needs_cotangent.empty() || (input < needs_cotangent.size() && needs_cotangent[input]);
+  }
 };
 
 struct Primitive {

@@ -31,18 +31,19 @@
 //     single-threaded and threaded drivers block the K loop differently, which changes the
 //     summation order.
 // So results depend on whether OpenBLAS runs threaded (OPENBLAS_NUM_THREADS, the core count of
-// the host), and across CPU models (DYNAMIC_ARCH picks the kernel at run time). This file
-// does not set the thread count: that is a process-wide decision for the runtime (note for the
-// lead: openblas_set_num_threads(1) once, or OPENBLAS_NUM_THREADS=1, makes runs independent of
-// the host's core count, and is the natural choice when devices already run in threads).
+// the host), and across CPU models (DYNAMIC_ARCH picks the kernel at run time). The engine
+// therefore runs OpenBLAS single-threaded (use_single_threaded_blas below): results do not
+// depend on the host's core count, and devices (one thread each) already use the cores.
 #include <cblas.h>
 
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <mutex>
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ir/primitive.h"
@@ -218,6 +219,12 @@ PackedOperand<typename Element::Compute> pack(const Buffer& operand,
   return packed;
 }
 
+// Once per process, before the first gemm.
+void use_single_threaded_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
 int blas_int(size_t value) {
   if (value > static_cast<size_t>(INT_MAX)) {
     throw EngineError("dot_general: matrix dimension " + std::to_string(value) +
@@ -251,8 +258,64 @@ void matrix_multiply(const Integer* a, const Integer* b, Integer* c, size_t m, s
   }
 }
 
+// Whether `first` then `second` lists the dimensions 0..n-1 in order: the operand is then
+// already a row-major [product(first), product(second)] matrix in memory.
+bool is_row_major_split(const std::vector<int64_t>& first, const std::vector<int64_t>& second,
+                        size_t ndim) {
+  std::vector<int64_t> order = first;
+  order.insert(order.end(), second.begin(), second.end());
+  if (order.size() != ndim) return false;
+  for (size_t i = 0; i < ndim; ++i) {
+    if (order[i] != static_cast<int64_t>(i)) return false;
+  }
+  return true;
+}
+
+// The common case without batch dimensions, when both operands are already matrices in
+// memory (possibly transposed): one gemm straight from the buffers into the output, with
+// BLAS's transpose flags instead of packed copies (x @ W, and its VJPs g @ W^T, x^T @ g).
+template <typename T>
+bool try_direct_gemm(const Buffer& lhs, const Buffer& rhs, const DimensionNumbers& dn,
+                     const std::vector<int64_t>& lhs_free, const std::vector<int64_t>& rhs_free,
+                     Buffer& out) {
+  if (!dn.lhs_batch.empty()) return false;
+  const size_t m = product(dims_of(lhs.shape, lhs_free));
+  const size_t k = product(dims_of(lhs.shape, dn.lhs_contracting));
+  const size_t n = product(dims_of(rhs.shape, rhs_free));
+  if (m == 0 || n == 0 || k == 0) return false;
+  CBLAS_TRANSPOSE lhs_trans;
+  CBLAS_TRANSPOSE rhs_trans;
+  if (is_row_major_split(lhs_free, dn.lhs_contracting, lhs.shape.size())) {
+    lhs_trans = CblasNoTrans;  // [M, K]
+  } else if (is_row_major_split(dn.lhs_contracting, lhs_free, lhs.shape.size())) {
+    lhs_trans = CblasTrans;  // [K, M]
+  } else {
+    return false;
+  }
+  if (is_row_major_split(dn.rhs_contracting, rhs_free, rhs.shape.size())) {
+    rhs_trans = CblasNoTrans;  // [K, N]
+  } else if (is_row_major_split(rhs_free, dn.rhs_contracting, rhs.shape.size())) {
+    rhs_trans = CblasTrans;  // [N, K]
+  } else {
+    return false;
+  }
+  const int lda = blas_int(lhs_trans == CblasNoTrans ? k : m);
+  const int ldb = blas_int(rhs_trans == CblasNoTrans ? n : k);
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, lhs_trans, rhs_trans, blas_int(m), blas_int(n), blas_int(k), 1.0f,
+                lhs.data<float>(), lda, rhs.data<float>(), ldb, 0.0f, out.data<float>(),
+                blas_int(n));
+  } else {
+    cblas_dgemm(CblasRowMajor, lhs_trans, rhs_trans, blas_int(m), blas_int(n), blas_int(k), 1.0,
+                lhs.data<double>(), lda, rhs.data<double>(), ldb, 0.0, out.data<double>(),
+                blas_int(n));
+  }
+  return true;
+}
+
 // lhs: [.., M.., K..], rhs: [.., K.., N..] -> out: [B.., M.., N..]
 Buffer dot_general_kernel(const Buffer& lhs, const Buffer& rhs, const DimensionNumbers& dn) {
+  use_single_threaded_blas();
   const ir::AbstractValue out_type =
       dot_general_abstract_eval({lhs.dtype, lhs.shape}, {rhs.dtype, rhs.shape}, dn);
   Buffer out = Buffer::allocate(out_type.dtype, out_type.shape);  // zero-filled
@@ -260,6 +323,12 @@ Buffer dot_general_kernel(const Buffer& lhs, const Buffer& rhs, const DimensionN
       remaining(static_cast<int64_t>(lhs.shape.size()), dn.lhs_contracting, dn.lhs_batch);
   const std::vector<int64_t> rhs_free =
       remaining(static_cast<int64_t>(rhs.shape.size()), dn.rhs_contracting, dn.rhs_batch);
+  if (lhs.dtype == DType::f32 && try_direct_gemm<float>(lhs, rhs, dn, lhs_free, rhs_free, out)) {
+    return out;
+  }
+  if (lhs.dtype == DType::f64 && try_direct_gemm<double>(lhs, rhs, dn, lhs_free, rhs_free, out)) {
+    return out;
+  }
   dispatch_numeric(lhs.dtype, [&](auto element) {
     using Element = decltype(element);
     using Compute = typename Element::Compute;
@@ -327,8 +396,11 @@ std::vector<Array> dot_general_vjp(const ir::VjpArgs& args) {
   const DimensionNumbers dn = DimensionNumbers::from(args.params);
   const DimensionNumbers swapped{dn.rhs_contracting, dn.lhs_contracting, dn.rhs_batch,
                                  dn.lhs_batch};
-  return {dot_general_transpose_lhs(g, lhs, rhs, dn, /*swap_ans=*/false),
-          dot_general_transpose_lhs(g, rhs, lhs, swapped, /*swap_ans=*/true)};
+  // Only the operands that need one get a cotangent: for x @ W with data x, dW alone (a
+  // third of the matmul work saved).
+  return {args.needs(0) ? dot_general_transpose_lhs(g, lhs, rhs, dn, /*swap_ans=*/false) : Array(),
+          args.needs(1) ? dot_general_transpose_lhs(g, rhs, lhs, swapped, /*swap_ans=*/true)
+                        : Array()};
 }
 
 const ir::Primitive* kDotGeneral = ir::register_primitive({
