@@ -1,5 +1,6 @@
 #include "ir/program.h"
 
+#include <cmath>
 #include <sstream>
 
 namespace pmap_engine::ir {
@@ -27,9 +28,28 @@ std::string join_typed(const Program& program, const std::vector<int>& vars) {
   return out.str();
 }
 
-std::string join_names(const std::vector<int>& vars) {
+// A 0-d constant prints inline as a literal, as a jaxpr does ("mul b 0.5:f32[]"); other
+// variables by name.
+std::string operand(const Program& program, int var) {
+  for (size_t i = 0; i < program.constants.size(); ++i) {
+    if (program.constants[i] != var || !program.vars[static_cast<size_t>(var)].shape.empty()) {
+      continue;
+    }
+    const DType dtype = program.vars[static_cast<size_t>(var)].dtype;
+    const double value = Array(program.constant_values[i]).item();
+    std::ostringstream out;
+    out << value;
+    // Floats print with a point (2.0, not 2), as Python prints them in a jaxpr.
+    if (is_floating(dtype) && std::isfinite(value) && value == std::floor(value)) out << ".0";
+    out << ":" << type_to_string(dtype, {});
+    return out.str();
+  }
+  return var_name(var);
+}
+
+std::string join_operands(const Program& program, const std::vector<int>& vars) {
   std::ostringstream out;
-  for (size_t i = 0; i < vars.size(); ++i) out << (i ? " " : "") << var_name(vars[i]);
+  for (size_t i = 0; i < vars.size(); ++i) out << (i ? " " : "") << operand(program, vars[i]);
   return out.str();
 }
 
@@ -42,15 +62,19 @@ int Program::add_var(DType dtype, Shape shape) {
 
 std::string Program::to_string() const {
   std::ostringstream out;
-  std::vector<int> closed_over = constants;
+  std::vector<int> closed_over;
+  for (int var : constants) {
+    if (!vars[static_cast<size_t>(var)].shape.empty()) closed_over.push_back(var);
+  }
   closed_over.insert(closed_over.end(), captured.begin(), captured.end());
   out << "{ lambda " << join_typed(*this, closed_over) << "; " << join_typed(*this, inputs)
       << ". let\n";
   for (const auto& equation : equations) {
     out << "    " << join_typed(*this, equation.outputs) << " = " << equation.primitive->name
-        << equation.params.to_string() << " " << join_names(equation.inputs) << "\n";
+        << equation.params.to_string() << " " << join_operands(*this, equation.inputs) << "\n";
   }
-  out << "  in (" << join_names(outputs) << (outputs.size() == 1 ? ",)" : ")") << " }\n";
+  out << "  in (" << join_operands(*this, outputs) << (outputs.size() == 1 ? ",)" : ")")
+      << " }\n";
   return out.str();
 }
 
