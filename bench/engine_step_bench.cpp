@@ -5,11 +5,10 @@
 // Both start from the same parameters and batch and are checked to produce the same first
 // loss before they are timed. The suite prints engine time / LibTorch time at the end.
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <iostream>
 #include <map>
-
-#include <fmt/format.h>
 
 #include "mlp_program.h"
 #include "model.h"
@@ -57,9 +56,8 @@ void BM_EngineTrainStep(benchmark::State& state) {
   for (auto _ : state) {
     out = step({out[0], out[1], x, y});
   }
-  state.counters["samples_per_second"] =
-      benchmark::Counter(static_cast<double>(b.size * state.iterations()),
-                         benchmark::Counter::kIsRate);
+  state.counters["samples_per_second"] = benchmark::Counter(
+      static_cast<double>(b.size * state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_EngineTrainStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -70,7 +68,8 @@ void BM_TorchEagerStep(benchmark::State& state) {
   ddp_ref::load_canonical_params(model, b.init, "init");
   auto optimizer = ddp_ref::make_optimizer(b.spec.train, model->parameters());
   auto x = torch::from_blob(const_cast<float*>(b.x.data()), {b.size, 784}).clone();
-  auto y = torch::from_blob(const_cast<int64_t*>(b.labels64.data()), {b.size}, torch::kInt64).clone();
+  auto y =
+      torch::from_blob(const_cast<int64_t*>(b.labels64.data()), {b.size}, torch::kInt64).clone();
   auto step = [&] {
     optimizer->zero_grad();
     auto loss = ddp_ref::compute_loss(b.spec.model, model->forward(x), y);
@@ -80,9 +79,8 @@ void BM_TorchEagerStep(benchmark::State& state) {
   };
   state.counters["first_loss"] = step();
   for (auto _ : state) step();
-  state.counters["samples_per_second"] =
-      benchmark::Counter(static_cast<double>(b.size * state.iterations()),
-                         benchmark::Counter::kIsRate);
+  state.counters["samples_per_second"] = benchmark::Counter(
+      static_cast<double>(b.size * state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_TorchEagerStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 

@@ -1,6 +1,6 @@
-#include <iostream>
-
 #include <fmt/format.h>
+
+#include <iostream>
 
 #include "commands.h"
 #include "mlp_program.h"

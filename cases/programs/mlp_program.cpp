@@ -1,9 +1,9 @@
 #include "mlp_program.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <map>
-
-#include <fmt/format.h>
 
 #include "parity/common/error.h"
 #include "pmap_engine/ops.h"
@@ -106,7 +106,8 @@ pe::optim::GradientTransformation make_optimizer(const TrainSpec& train) {
   } else if (train.optimizer == "adam") {
     parts.push_back(optim::adam(train.lr, train.beta1, train.beta2, train.eps));
   } else if (train.optimizer == "adamw") {
-    parts.push_back(optim::adamw(train.lr, train.beta1, train.beta2, train.eps, train.weight_decay));
+    parts.push_back(
+        optim::adamw(train.lr, train.beta1, train.beta2, train.eps, train.weight_decay));
   } else {
     throw InternalError("optimizer '" + train.optimizer + "' passed case validation");
   }

@@ -1,8 +1,8 @@
 // The MLP cases written with pmap_engine exactly as seed 002 writes them in JAX:
 //
 //   def mlp(params, x): h = tanh(x @ w1 + b1); return h @ w2 + b2
-//   def loss_fn(params, x, y): return mean(softmax_cross_entropy_with_integer_labels(mlp(params, x), y))
-//   def train_step(params, opt_state, x, y):
+//   def loss_fn(params, x, y): return mean(softmax_cross_entropy_with_integer_labels(mlp(params,
+//   x), y)) def train_step(params, opt_state, x, y):
 //       loss, grads = value_and_grad(loss_fn)(params, x, y)
 //       updates, opt_state = optimizer.update(grads, opt_state, params)
 //       return optax.apply_updates(params, updates), opt_state, loss

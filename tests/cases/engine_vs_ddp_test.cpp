@@ -85,25 +85,24 @@ void expect_engine_matches_ddp(const std::vector<std::string>& overrides, const 
     ASSERT_EQ(reference.shape, tensor.shape) << param;
     double worst = 0;
     for (size_t i = 0; i < tensor.num_elements(); ++i) {
-      worst = std::max(worst, std::abs(double(tensor.data_as<float>()[i]) -
-                                       reference.data_as<float>()[i]));
+      worst = std::max(
+          worst, std::abs(double(tensor.data_as<float>()[i]) - reference.data_as<float>()[i]));
     }
     EXPECT_LE(worst, 1e-4) << param;
   }
 }
 
 TEST(EngineVsDdp, AdamOnOneDeviceMatchesOneRankDdpFor100Steps) {
-  expect_engine_matches_ddp({"parallel.replicas=1", "data.per_replica_batch=512",
-                             "train.steps=100", "train.optimizer=adam", "train.lr=0.001",
-                             "train.record_steps=[99]"},
+  expect_engine_matches_ddp({"parallel.replicas=1", "data.per_replica_batch=512", "train.steps=100",
+                             "train.optimizer=adam", "train.lr=0.001", "train.record_steps=[99]"},
                             "engine-vs-ddp-adam");
 }
 
 TEST(EngineVsDdp, SgdWithMomentumOnOneDeviceMatchesOneRankDdpFor100Steps) {
-  expect_engine_matches_ddp({"parallel.replicas=1", "data.per_replica_batch=512",
-                             "train.steps=100", "train.optimizer=sgd", "train.lr=0.05",
-                             "train.momentum=0.9", "train.record_steps=[99]"},
-                            "engine-vs-ddp-sgd");
+  expect_engine_matches_ddp(
+      {"parallel.replicas=1", "data.per_replica_batch=512", "train.steps=100",
+       "train.optimizer=sgd", "train.lr=0.05", "train.momentum=0.9", "train.record_steps=[99]"},
+      "engine-vs-ddp-sgd");
 }
 
 }  // namespace

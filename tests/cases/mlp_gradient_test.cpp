@@ -73,16 +73,16 @@ TEST(MlpGradient, MatchesTheClosedFormDerivation) {
     }
   }
 
-  pe::Tree params = pe::Tree::dict(
-      {{"dense0", pe::Tree::dict({{"kernel", pe::Array::from_doubles({7, 6}, w1)},
-                                  {"bias", pe::Array::from_doubles({6}, b1)}})},
-       {"dense1", pe::Tree::dict({{"kernel", pe::Array::from_doubles({6, 4}, w2)},
-                                  {"bias", pe::Array::from_doubles({4}, b2)}})}});
+  pe::Tree params =
+      pe::Tree::dict({{"dense0", pe::Tree::dict({{"kernel", pe::Array::from_doubles({7, 6}, w1)},
+                                                 {"bias", pe::Array::from_doubles({6}, b1)}})},
+                      {"dense1", pe::Tree::dict({{"kernel", pe::Array::from_doubles({6, 4}, w2)},
+                                                 {"bias", pe::Array::from_doubles({4}, b2)}})}});
   pe::TreeFunction loss = [&](const std::vector<pe::Tree>& args) {
     return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), pe::DType::f64));
   };
-  pe::Tree grads = pe::grad(loss)(
-      {params, pe::Array::from_doubles({5, 7}, x), pe::Array::from_ints({5}, y)});
+  pe::Tree grads =
+      pe::grad(loss)({params, pe::Array::from_doubles({5, 7}, x), pe::Array::from_ints({5}, y)});
   auto expect_close = [](const pe::Tree& got, const Matrix& expected, const char* name) {
     std::vector<double> values = got.leaf().to_doubles();
     ASSERT_EQ(values.size(), expected.size()) << name;
@@ -105,10 +105,10 @@ TEST(MixedPrecision, Bf16AndF16ComputeKeepsF32MasterWeightsAndLoss) {
     spec.train.lr = 1e-2;
     spec.train.dtype = dtype;
     pe::Tree params = pe::Tree::dict(
-        {{"dense0", pe::Tree::dict({{"kernel", pe::full({8, 16}, 0.05)},
-                                    {"bias", pe::zeros({16})}})},
-         {"dense1", pe::Tree::dict({{"kernel", pe::full({16, 3}, -0.05)},
-                                    {"bias", pe::zeros({3})}})}});
+        {{"dense0",
+          pe::Tree::dict({{"kernel", pe::full({8, 16}, 0.05)}, {"bias", pe::zeros({16})}})},
+         {"dense1",
+          pe::Tree::dict({{"kernel", pe::full({16, 3}, -0.05)}, {"bias", pe::zeros({3})}})}});
     pe::Tree state = make_optimizer(spec.train).init(params);
     pe::Array x = pe::astype(pe::iota(pe::DType::f32, {4, 8}, 1), pe::DType::f32) * 0.1;
     pe::Array y = pe::Array::from_ints({4}, {0, 1, 2, 1});
