@@ -10,5 +10,6 @@ void register_init_command(CLI::App& app);
 void register_cases_command(CLI::App& app);
 void register_ddp_command(CLI::App& app);
 void register_program_command(CLI::App& app);
+void register_pmap_command(CLI::App& app);
 
 }  // namespace parity::cli

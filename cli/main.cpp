@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   parity::cli::register_cases_command(app);
   parity::cli::register_ddp_command(app);
   parity::cli::register_program_command(app);
+  parity::cli::register_pmap_command(app);
   register_rng_command(app);
   try {
     app.parse(argc, argv);

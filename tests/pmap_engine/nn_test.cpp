@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_test_util.h"
 #include "gradient_check.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/transforms.h"
@@ -34,6 +35,7 @@
 namespace pmap_engine {
 namespace {
 
+using testing::expect_error_mentions;
 using testing::expect_gradients_match_finite_differences;
 using ::testing::HasSubstr;
 
@@ -49,16 +51,6 @@ void expect_doubles_near(const std::vector<double>& actual, const std::vector<do
     }
     EXPECT_NEAR(actual[i], expected[i], relative_tolerance * std::max(1.0, std::abs(expected[i])))
         << "index " << i;
-  }
-}
-
-template <typename Fn>
-void expect_error_mentions(Fn fn, const std::vector<std::string>& fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an EngineError";
-  } catch (const EngineError& error) {
-    for (const auto& fragment : fragments) EXPECT_THAT(error.what(), HasSubstr(fragment));
   }
 }
 

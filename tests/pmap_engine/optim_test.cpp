@@ -69,12 +69,14 @@
 #include <string>
 #include <vector>
 
+#include "engine_test_util.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/transforms.h"
 
 namespace pmap_engine {
 namespace {
 
+using pmap_engine::testing::expect_error_mentions;
 using ::testing::HasSubstr;
 using Trajectory = std::vector<std::vector<double>>;
 
@@ -190,16 +192,6 @@ void expect_trajectory_near(const Trajectory& actual, const Trajectory& expected
 }
 
 int64_t count_in(const Tree& tree) { return tree.leaf().to_ints().at(0); }
-
-template <typename Fn>
-void expect_error_mentions(Fn fn, const std::vector<std::string>& fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an EngineError";
-  } catch (const EngineError& error) {
-    for (const auto& fragment : fragments) EXPECT_THAT(error.what(), HasSubstr(fragment));
-  }
-}
 
 // ---- sgd ---------------------------------------------------------------------------------------
 

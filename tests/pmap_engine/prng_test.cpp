@@ -20,8 +20,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <iomanip>
 #include <limits>
 #include <stdexcept>
@@ -29,23 +29,17 @@
 #include <vector>
 
 #include "pmap_engine/random.h"
+#include "random_test_util.h"
 
 namespace pr = pmap_engine::random;
 
 namespace {
 
+using pmap_engine::testing::key_words;
+
 constexpr bool kPartitionable = true;
 constexpr bool kOriginal = false;
 constexpr double kPi = 3.14159265358979323846;
-
-std::vector<uint32_t> key_words(const std::vector<pr::Key>& keys) {
-  std::vector<uint32_t> words;
-  for (const auto& key : keys) {
-    words.push_back(key.hi);
-    words.push_back(key.lo);
-  }
-  return words;
-}
 
 // Checks float32 values against the text JAX printed for them. NumPy's default array printing
 // (precision=8, floatmode="maxprec") prints a float32 either as its shortest round-tripping

@@ -17,14 +17,18 @@
 #include <string>
 #include <vector>
 
+#include "engine_test_util.h"
 #include "gradient_check.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/transforms.h"
+#include "random_test_util.h"
 
 namespace pmap_engine {
 namespace {
 
 namespace pr = pmap_engine::random;
+using pmap_engine::testing::expect_error_mentions;
+using pmap_engine::testing::key_words;
 using ::testing::HasSubstr;
 
 constexpr bool kPartitionable = true;
@@ -36,15 +40,6 @@ std::vector<uint32_t> words_of(const Array& array) {
   return words;
 }
 
-std::vector<uint32_t> key_words(const std::vector<pr::Key>& keys) {
-  std::vector<uint32_t> words;
-  for (const auto& key : keys) {
-    words.push_back(key.hi);
-    words.push_back(key.lo);
-  }
-  return words;
-}
-
 void expect_printed(const std::vector<float>& actual, const std::vector<double>& printed) {
   ASSERT_EQ(actual.size(), printed.size());
   for (size_t i = 0; i < actual.size(); ++i) {
@@ -52,16 +47,6 @@ void expect_printed(const std::vector<float>& actual, const std::vector<double>&
     const bool reads_back = actual[i] == static_cast<float>(printed[i]);
     const bool within_rounding = std::fabs(static_cast<double>(actual[i]) - printed[i]) <= 0.5e-8;
     EXPECT_TRUE(reads_back || within_rounding) << "index " << i << ": " << actual[i];
-  }
-}
-
-template <typename Fn>
-void expect_error_mentions(Fn fn, const std::vector<std::string>& fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an EngineError";
-  } catch (const EngineError& error) {
-    for (const auto& fragment : fragments) EXPECT_THAT(error.what(), HasSubstr(fragment));
   }
 }
 

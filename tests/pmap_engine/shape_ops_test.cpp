@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "engine_test_util.h"
 #include "gradient_check.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/transforms.h"
@@ -17,31 +18,14 @@
 namespace pmap_engine {
 namespace {
 
+using pmap_engine::testing::ArrayFunction;
+using pmap_engine::testing::error_of;
 using pmap_engine::testing::expect_gradients_match_finite_differences;
+using pmap_engine::testing::irregular;
+using pmap_engine::testing::jitted;
+using pmap_engine::testing::program_of;
+using pmap_engine::testing::weighted_total;
 using ::testing::HasSubstr;
-
-using ArrayFunction = std::function<Array(const std::vector<Array>&)>;
-
-Array jitted(const ArrayFunction& fn, const std::vector<Array>& inputs) {
-  Jitted f = jit([&](const std::vector<Tree>& args) {
-    std::vector<Array> arrays;
-    for (const Tree& arg : args) arrays.push_back(arg.leaf());
-    return Tree(fn(arrays));
-  });
-  std::vector<Tree> args(inputs.begin(), inputs.end());
-  return f(args).leaf();
-}
-
-std::string program_of(const ArrayFunction& fn, const std::vector<Array>& inputs) {
-  std::vector<Tree> args(inputs.begin(), inputs.end());
-  return make_program(
-      [&](const std::vector<Tree>& tree_args) {
-        std::vector<Array> arrays;
-        for (const Tree& arg : tree_args) arrays.push_back(arg.leaf());
-        return Tree(fn(arrays));
-      },
-      args);
-}
 
 // Op by op and under jit: the same values, bit for bit (no arithmetic here to reorder).
 void expect_same_both_ways(const ArrayFunction& fn, const std::vector<Array>& inputs) {
@@ -66,29 +50,6 @@ Array arange(const Shape& shape, DType dtype = DType::f32) {
   std::vector<double> values(shape_num_elements(shape));
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i);
   return astype(Array::from_doubles(shape, values), dtype);
-}
-
-Array weighted_total(const Array& y) {
-  std::vector<double> weights(y.num_elements());
-  for (size_t i = 0; i < weights.size(); ++i) weights[i] = 0.5 + 0.25 * static_cast<double>(i);
-  return sum(y * Array::from_doubles(y.shape(), weights));
-}
-
-Array irregular(const Shape& shape, double seed = 0.3) {
-  std::vector<double> values(shape_num_elements(shape));
-  for (size_t i = 0; i < values.size(); ++i)
-    values[i] = std::sin(seed + 1.7 * static_cast<double>(i));
-  return Array::from_doubles(shape, values);
-}
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const EngineError& error) {
-    return error.what();
-  }
-  return "(no error)";
 }
 
 // --- transpose ---

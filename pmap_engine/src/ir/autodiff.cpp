@@ -111,7 +111,9 @@ TreeFunction value_and_grad(TreeFunction function, std::vector<size_t> argnums, 
       std::vector<Array> outputs = ir::bind(*equation.primitive, inputs, equation.params);
       for (size_t o = 0; o < outputs.size(); ++o) {
         values[equation.outputs[o]] = outputs[o];
-        needs_cotangent[equation.outputs[o]] = depends && is_floating(outputs[o].dtype());
+        // A primitive without a VJP (stop_gradient, integer ops) ends the dependence.
+        needs_cotangent[equation.outputs[o]] =
+            depends && is_floating(outputs[o].dtype()) && equation.primitive->vjp != nullptr;
       }
     }
 

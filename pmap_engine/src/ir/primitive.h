@@ -48,6 +48,14 @@ struct Primitive {
   // Each output element depends only on the same element of each same-shaped input, and the
   // kernel reads it before writing it: an input that dies here may be overwritten in place.
   bool elementwise = false;
+  // Collectives (psum, all_gather, axis_index, ...) compute every device's outputs from every
+  // device's inputs along a mapped axis, in device order: per_device_inputs[d][i] is input i
+  // on device d; the result is [d][output]. `kernel` stays null for them. They run only
+  // inside a mapped program (pmap); their params name the axis ("axis_name") and carry its
+  // size ("axis_size").
+  std::function<std::vector<std::vector<Buffer>>(
+      const std::vector<std::vector<const Buffer*>>& per_device_inputs, const Params&)>
+      collective_kernel = {};
 };
 
 // Registers a primitive at static-initialisation time; see REGISTER_PRIMITIVE.

@@ -26,14 +26,6 @@ using ir::AbstractValue;
 using ir::Params;
 using ir::VjpArgs;
 
-std::string type_of(const AbstractValue& value) { return type_to_string(value.dtype, value.shape); }
-
-std::string tuple_text(const std::vector<int64_t>& values) {
-  std::string text = "(";
-  for (size_t i = 0; i < values.size(); ++i) text += (i ? "," : "") + std::to_string(values[i]);
-  return text + (values.size() == 1 ? ",)" : ")");
-}
-
 void expect_num_inputs(const char* op, const std::vector<AbstractValue>& inputs, size_t count) {
   if (inputs.size() != count) {
     throw EngineError(std::string(op) + ": expected " + std::to_string(count) +
@@ -69,8 +61,8 @@ std::vector<AbstractValue> broadcast_in_dim_abstract_eval(const std::vector<Abst
   const Shape& operand = in[0].shape;
   auto fail = [&](const std::string& why) {
     throw EngineError("broadcast_in_dim: cannot broadcast " + type_of(in[0]) + " to shape " +
-                      shape_to_string(shape) + " with broadcast_dimensions=" + tuple_text(dims) +
-                      ": " + why);
+                      shape_to_string(shape) +
+                      " with broadcast_dimensions=" + tuple_to_string(dims, ",") + ": " + why);
   };
   check_dimensions_nonnegative("broadcast_in_dim", shape);
   if (dims.size() != operand.size()) fail("need one broadcast dimension per operand dimension");

@@ -41,7 +41,6 @@
 #include <climits>
 #include <mutex>
 #include <numeric>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -53,14 +52,6 @@
 
 namespace pmap_engine {
 namespace {
-
-std::string tuple_to_string(const std::vector<int64_t>& values) {
-  std::ostringstream out;
-  out << "(";
-  for (size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
-  out << (values.size() == 1 ? ",)" : ")");
-  return out.str();
-}
 
 struct DimensionNumbers {
   std::vector<int64_t> lhs_contracting;
@@ -153,20 +144,19 @@ ir::AbstractValue dot_general_abstract_eval(const ir::AbstractValue& lhs,
         tuple_to_string(dn.lhs_batch) + " and rhs_batch " + tuple_to_string(dn.rhs_batch) +
         " for " + operands);
   }
-  if (dims_of(lhs.shape, dn.lhs_batch) != dims_of(rhs.shape, dn.rhs_batch)) {
-    throw EngineError(
-        "dot_general: requires lhs batch dimensions and rhs batch dimensions to "
-        "have the same shape, got " +
-        tuple_to_string(dims_of(lhs.shape, dn.lhs_batch)) + " and " +
-        tuple_to_string(dims_of(rhs.shape, dn.rhs_batch)) + " for " + operands);
-  }
-  if (dims_of(lhs.shape, dn.lhs_contracting) != dims_of(rhs.shape, dn.rhs_contracting)) {
-    throw EngineError(
-        "dot_general: requires contracting dimensions to have the same shape, "
-        "got " +
-        tuple_to_string(dims_of(lhs.shape, dn.lhs_contracting)) + " and " +
-        tuple_to_string(dims_of(rhs.shape, dn.rhs_contracting)) + " for " + operands);
-  }
+  // The sizes of the paired dimensions `lhs_dims` of lhs and `rhs_dims` of rhs must agree.
+  auto require_same_sizes = [&](const char* which, const std::vector<int64_t>& lhs_dims,
+                                const std::vector<int64_t>& rhs_dims) {
+    const Shape lhs_sizes = dims_of(lhs.shape, lhs_dims);
+    const Shape rhs_sizes = dims_of(rhs.shape, rhs_dims);
+    if (lhs_sizes != rhs_sizes) {
+      throw EngineError(std::string("dot_general: requires ") + which +
+                        " to have the same shape, got " + tuple_to_string(lhs_sizes) + " and " +
+                        tuple_to_string(rhs_sizes) + " for " + operands);
+    }
+  };
+  require_same_sizes("lhs batch dimensions and rhs batch dimensions", dn.lhs_batch, dn.rhs_batch);
+  require_same_sizes("contracting dimensions", dn.lhs_contracting, dn.rhs_contracting);
   const int64_t lhs_ndim = static_cast<int64_t>(lhs.shape.size());
   const int64_t rhs_ndim = static_cast<int64_t>(rhs.shape.size());
   Shape out = dims_of(lhs.shape, dn.lhs_batch);

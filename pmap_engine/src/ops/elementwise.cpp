@@ -27,8 +27,6 @@ using ir::AbstractValue;
 using ir::Params;
 using ir::VjpArgs;
 
-std::string type_of(const AbstractValue& value) { return type_to_string(value.dtype, value.shape); }
-
 // The dtypes a primitive accepts, named as in lax.py.
 enum class Accepts {
   kFloat,       // _float

@@ -1,5 +1,6 @@
 // Helpers shared by the CPU kernels of ops/*.cpp: dtype dispatch, element loading and storing,
-// and row-major index arithmetic.
+// wrapping integer arithmetic and row-major index arithmetic; and the formatting of the
+// primitives' error messages.
 //
 // Vocabulary:
 //   element type  a struct naming how one dtype is held in a Buffer (`Storage`) and the C++
@@ -21,9 +22,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "ir/primitive.h"
 #include "pmap_engine/array.h"
 #include "pmap_engine/dtype.h"
 
@@ -31,53 +35,31 @@ namespace pmap_engine {
 
 // --- element types ---
 
-struct F32Element {
-  using Storage = float;
-  using Compute = float;
-  static constexpr DType kDType = DType::f32;
+// A dtype computed in the type it is stored in: f32, f64, i32, u32.
+template <typename T, DType Type>
+struct PlainElement {
+  using Storage = T;
+  using Compute = T;
+  static constexpr DType kDType = Type;
   static Compute load(Storage value) { return value; }
   static Storage store(Compute value) { return value; }
 };
+using F32Element = PlainElement<float, DType::f32>;
+using F64Element = PlainElement<double, DType::f64>;
+using I32Element = PlainElement<int32_t, DType::i32>;
+using U32Element = PlainElement<uint32_t, DType::u32>;
 
-struct F64Element {
-  using Storage = double;
-  using Compute = double;
-  static constexpr DType kDType = DType::f64;
-  static Compute load(Storage value) { return value; }
-  static Storage store(Compute value) { return value; }
-};
-
-struct Bf16Element {
+// A 16-bit float, stored as its bit pattern and computed in f32 with the given conversions.
+template <DType Type, float (*kToF32)(uint16_t), uint16_t (*kFromF32)(float)>
+struct HalfFloatElement {
   using Storage = uint16_t;
   using Compute = float;
-  static constexpr DType kDType = DType::bf16;
-  static Compute load(Storage bits) { return bf16_to_f32(bits); }
-  static Storage store(Compute value) { return f32_to_bf16(value); }
+  static constexpr DType kDType = Type;
+  static Compute load(Storage bits) { return kToF32(bits); }
+  static Storage store(Compute value) { return kFromF32(value); }
 };
-
-struct F16Element {
-  using Storage = uint16_t;
-  using Compute = float;
-  static constexpr DType kDType = DType::f16;
-  static Compute load(Storage bits) { return f16_to_f32(bits); }
-  static Storage store(Compute value) { return f32_to_f16(value); }
-};
-
-struct I32Element {
-  using Storage = int32_t;
-  using Compute = int32_t;
-  static constexpr DType kDType = DType::i32;
-  static Compute load(Storage value) { return value; }
-  static Storage store(Compute value) { return value; }
-};
-
-struct U32Element {
-  using Storage = uint32_t;
-  using Compute = uint32_t;
-  static constexpr DType kDType = DType::u32;
-  static Compute load(Storage value) { return value; }
-  static Storage store(Compute value) { return value; }
-};
+using Bf16Element = HalfFloatElement<DType::bf16, bf16_to_f32, f32_to_bf16>;
+using F16Element = HalfFloatElement<DType::f16, f16_to_f32, f32_to_f16>;
 
 // bool is one byte per element holding 0 or 1.
 struct BoolElement {
@@ -96,45 +78,37 @@ struct BoolElement {
 
 // --- dispatch: calls fn(ElementType{}) for the runtime dtype; returns what fn returns ---
 
+// The engine of the dispatchers below: fn(E{}) for the element type E among Element, Rest...
+// whose kDType is `dtype`; raises naming `dispatcher` when there is none.
+template <typename Element, typename... Rest, typename Fn>
+decltype(auto) dispatch_among(const char* dispatcher, DType dtype, Fn&& fn) {
+  if (dtype == Element::kDType) return fn(Element{});
+  if constexpr (sizeof...(Rest) > 0) {
+    return dispatch_among<Rest...>(dispatcher, dtype, fn);
+  } else {
+    unsupported_kernel_dtype(dispatcher, dtype);
+  }
+}
+
 // f32, f64, bf16, f16.
 template <typename Fn>
 decltype(auto) dispatch_float(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32: return fn(F32Element{});
-    case DType::f64: return fn(F64Element{});
-    case DType::bf16: return fn(Bf16Element{});
-    case DType::f16: return fn(F16Element{});
-    default: unsupported_kernel_dtype("dispatch_float", dtype);
-  }
+  return dispatch_among<F32Element, F64Element, Bf16Element, F16Element>("dispatch_float", dtype,
+                                                                         fn);
 }
 
 // The floats, i32 and u32 (JAX's "_num" without complex): every dtype arithmetic accepts.
 template <typename Fn>
 decltype(auto) dispatch_numeric(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32: return fn(F32Element{});
-    case DType::f64: return fn(F64Element{});
-    case DType::bf16: return fn(Bf16Element{});
-    case DType::f16: return fn(F16Element{});
-    case DType::i32: return fn(I32Element{});
-    case DType::u32: return fn(U32Element{});
-    default: unsupported_kernel_dtype("dispatch_numeric", dtype);
-  }
+  return dispatch_among<F32Element, F64Element, Bf16Element, F16Element, I32Element, U32Element>(
+      "dispatch_numeric", dtype, fn);
 }
 
 // Every dtype, bool included.
 template <typename Fn>
 decltype(auto) dispatch_all(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::f32: return fn(F32Element{});
-    case DType::f64: return fn(F64Element{});
-    case DType::bf16: return fn(Bf16Element{});
-    case DType::f16: return fn(F16Element{});
-    case DType::i32: return fn(I32Element{});
-    case DType::u32: return fn(U32Element{});
-    case DType::bool_: return fn(BoolElement{});
-  }
-  unsupported_kernel_dtype("dispatch_all", dtype);
+  return dispatch_among<F32Element, F64Element, Bf16Element, F16Element, I32Element, U32Element,
+                        BoolElement>("dispatch_all", dtype, fn);
 }
 
 // By element width only, for kernels that move elements without looking at them (broadcast,
@@ -156,6 +130,34 @@ decltype(auto) dispatch_width(DType dtype, Fn&& fn) {
 }
 
 inline bool is_integer(DType dtype) { return dtype == DType::i32 || dtype == DType::u32; }
+
+// Integer sums wrap around modulo 2^32, as XLA's do (no signed-overflow UB here).
+template <typename Compute>
+Compute wrapping_add(Compute a, Compute b) {
+  if constexpr (std::is_integral_v<Compute>) {
+    return static_cast<Compute>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
+  } else {
+    return a + b;
+  }
+}
+
+// --- error messages ---
+
+// "f32[3,4]": an operand's type as JAX's messages print it.
+inline std::string type_of(const ir::AbstractValue& value) {
+  return type_to_string(value.dtype, value.shape);
+}
+
+// A Python tuple as JAX's messages print one: "(0, 2)", "(1,)", "()"; `separator` goes between
+// elements.
+inline std::string tuple_to_string(const std::vector<int64_t>& values,
+                                   const char* separator = ", ") {
+  std::ostringstream out;
+  out << "(";
+  for (size_t i = 0; i < values.size(); ++i) out << (i ? separator : "") << values[i];
+  out << (values.size() == 1 ? ",)" : ")");
+  return out.str();
+}
 
 // --- index arithmetic ---
 

@@ -22,7 +22,6 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,26 +32,18 @@
 namespace pmap_engine {
 namespace {
 
-std::string axes_to_string(const std::vector<int64_t>& axes) {
-  std::ostringstream out;
-  out << "(";
-  for (size_t i = 0; i < axes.size(); ++i) out << (i ? ", " : "") << axes[i];
-  out << (axes.size() == 1 ? ",)" : ")");
-  return out.str();
-}
-
 // Output shape of reducing `shape` over canonical `axes`; errors name the op and operand.
 Shape reduced_shape(const char* op, DType dtype, const Shape& shape,
                     const std::vector<int64_t>& axes) {
   std::vector<bool> is_reduced(shape.size(), false);
   for (int64_t axis : axes) {
     if (axis < 0 || axis >= static_cast<int64_t>(shape.size())) {
-      throw EngineError(std::string(op) + ": reduction axes " + axes_to_string(axes) +
+      throw EngineError(std::string(op) + ": reduction axes " + tuple_to_string(axes) +
                         " contains out-of-bounds indices for " + type_to_string(dtype, shape));
     }
     if (is_reduced[static_cast<size_t>(axis)]) {
       throw EngineError(std::string(op) + ": duplicate value in 'axes' of reduction: " +
-                        axes_to_string(axes) + " for " + type_to_string(dtype, shape));
+                        tuple_to_string(axes) + " for " + type_to_string(dtype, shape));
     }
     is_reduced[static_cast<size_t>(axis)] = true;
   }
@@ -105,16 +96,6 @@ Buffer reduce_kernel(const Buffer& x, const std::vector<int64_t>& axes,
   Storage* output = out.data<Storage>();
   for (size_t i = 0; i < num_groups; ++i) output[i] = Element::store(accumulators[i]);
   return out;
-}
-
-// Integer sums wrap around modulo 2^32, as XLA's do (no signed-overflow UB here).
-template <typename Compute>
-Compute wrapping_add(Compute a, Compute b) {
-  if constexpr (std::is_integral_v<Compute>) {
-    return static_cast<Compute>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
-  } else {
-    return a + b;
-  }
 }
 
 // lax.max propagates NaN (XLA's semantics): once a group holds a NaN the result is NaN.
@@ -226,7 +207,7 @@ std::vector<int64_t> canonical_axes(const char* op, const Array& x, std::vector<
   std::vector<int64_t> sorted = canonical;
   std::sort(sorted.begin(), sorted.end());
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-    throw EngineError(std::string(op) + ": duplicate value in 'axis': " + axes_to_string(axes) +
+    throw EngineError(std::string(op) + ": duplicate value in 'axis': " + tuple_to_string(axes) +
                       " for " + type_to_string(x.dtype(), x.shape()));
   }
   return sorted;
@@ -282,7 +263,7 @@ Array max(const Array& x, std::vector<int64_t> axes, bool keepdims) {
   for (int64_t axis : axes) {
     if (x.shape()[static_cast<size_t>(axis)] == 0) {
       throw EngineError("max: zero-size array to reduction operation max which has no identity (" +
-                        type_to_string(x.dtype(), x.shape()) + ", axes " + axes_to_string(axes) +
+                        type_to_string(x.dtype(), x.shape()) + ", axes " + tuple_to_string(axes) +
                         "); pass a non-empty array");
     }
   }

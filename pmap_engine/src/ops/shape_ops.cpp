@@ -27,7 +27,6 @@
 #include <limits>
 #include <numeric>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -38,14 +37,6 @@
 
 namespace pmap_engine {
 namespace {
-
-std::string tuple_to_string(const std::vector<int64_t>& values) {
-  std::ostringstream out;
-  out << "(";
-  for (size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
-  out << (values.size() == 1 ? ",)" : ")");
-  return out.str();
-}
 
 // One side of a strided copy: where the region's first element lies and how far each
 // coordinate step moves, in elements.
@@ -447,16 +438,6 @@ Buffer take_along_axis_kernel(const Buffer& x, const Buffer& indices, int64_t ax
         std::memcpy(out.bytes->data() + flat_index * element_num_bytes, source, element_num_bytes);
       });
   return out;
-}
-
-// Integer sums wrap around modulo 2^32, as XLA's do (no signed-overflow UB here).
-template <typename Compute>
-Compute wrapping_add(Compute a, Compute b) {
-  if constexpr (std::is_integral_v<Compute>) {
-    return static_cast<Compute>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
-  } else {
-    return a + b;
-  }
 }
 
 // operand: [.., N, ..], indices/updates: [.., M, ..] -> out: [.., N, ..]. Accumulates in the

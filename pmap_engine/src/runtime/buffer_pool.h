@@ -13,10 +13,22 @@ class BufferPool {
  public:
   using Storage = std::shared_ptr<std::vector<std::byte>>;
 
-  BufferPool();   // becomes this thread's active pool
-  ~BufferPool();  // restores the previous one
+  BufferPool() = default;
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
+
+  // Makes `pool` this thread's active pool while it lives (a device's kernels run on
+  // whichever worker thread executes them).
+  class Active {
+   public:
+    explicit Active(BufferPool& pool);
+    ~Active();
+    Active(const Active&) = delete;
+    Active& operator=(const Active&) = delete;
+
+   private:
+    BufferPool* previous_;
+  };
 
   // Storage nobody else holds; `donated` marks a caller's donated argument.
   void give(Storage storage, bool donated);
@@ -35,7 +47,6 @@ class BufferPool {
   Storage in_place_;
   bool in_place_donated_ = false;
   int64_t donated_reuses_ = 0;
-  BufferPool* previous_;
 };
 
 }  // namespace pmap_engine::runtime

@@ -27,4 +27,16 @@ struct ExecutionResult {
 ExecutionResult execute(const ir::Program& program, std::vector<Buffer> inputs,
                         const std::vector<bool>& donated);
 
+struct MappedExecutionResult {
+  std::vector<std::vector<Buffer>> per_device_outputs;  // [device][output]
+  int64_t peak_bytes_per_device = 0;
+  int64_t num_collectives = 0;
+  int64_t donated_reuses = 0;
+};
+
+// Runs `program` on every device of the mapped axis (one entry of per_device_inputs each).
+MappedExecutionResult execute_mapped(const ir::Program& program,
+                                     std::vector<std::vector<Buffer>> per_device_inputs,
+                                     const std::vector<bool>& donated);
+
 }  // namespace pmap_engine::runtime

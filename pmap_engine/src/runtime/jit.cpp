@@ -6,14 +6,13 @@
 // pitfall P14, which the counts make visible).
 #include <cstdlib>
 #include <iostream>
-#include <map>
 #include <mutex>
-#include <sstream>
 
 #include "ir/trace.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/transforms.h"
 #include "runtime/executor.h"
+#include "runtime/program_cache.h"
 
 namespace pmap_engine {
 namespace {
@@ -28,66 +27,22 @@ bool disabled_by_environment() {
   return disabled;
 }
 
-std::string leaf_signature(const Array& leaf, bool with_value) {
-  std::ostringstream out;
-  out << type_to_string(leaf.dtype(), leaf.shape());
-  if (with_value) {
-    out << "=";
-    for (double value : leaf.to_doubles()) out << value << ",";
-  }
-  return out.str();
-}
-
 }  // namespace
 
 struct Jitted::State {
   TreeFunction function;
   JitOptions options;
   std::string name;
-  struct Compiled {
-    ir::Program program;
-    Tree output;
-  };
-  mutable std::mutex mutex;
-  std::map<std::string, Compiled> cache;
-  CacheStats stats;
+  runtime::ProgramCache cache;
+  mutable std::mutex mutex;  // guards `last`
   ExecutionStats last;
 
   bool is_static(size_t argnum) const { return options.static_argnums.count(argnum) > 0; }
 
-  std::string signature(const std::vector<Tree>& args) const {
-    std::ostringstream out;
-    for (size_t a = 0; a < args.size(); ++a) {
-      out << (is_static(a) ? "static " : "") << args[a].structure() << ":";
-      for (const auto& leaf : args[a].leaves()) out << leaf_signature(leaf, is_static(a)) << ";";
-      out << "|";
-    }
-    return out.str();
-  }
-
-  Compiled trace(const std::vector<Tree>& args) const {
-    Compiled compiled;
-    ir::TraceContext trace;
-    std::vector<Tree> tracer_args;
-    for (size_t a = 0; a < args.size(); ++a) {
-      if (is_static(a)) {
-        tracer_args.push_back(args[a]);
-        continue;
-      }
-      std::vector<Array> tracers;
-      for (const auto& leaf : args[a].leaves()) {
-        tracers.push_back(trace.new_input(leaf.dtype(), leaf.shape()));
-      }
-      tracer_args.push_back(args[a].unflatten(tracers));
-    }
-    compiled.output = function(tracer_args);
-    std::vector<Array> captured;
-    compiled.program = trace.finish(compiled.output.leaves(), &captured);
-    if (!captured.empty()) {
-      throw EngineError("jit(" + name + "): the function closes over a traced value of an "
-                        "enclosing transformation; pass it as an argument instead");
-    }
-    return compiled;
+  runtime::TracedFunction trace(const std::vector<Tree>& args) const {
+    return runtime::trace_function(
+        function, args, options.static_argnums,
+        [](size_t, size_t, const Array& leaf) { return leaf.shape(); }, "jit(" + name + ")");
   }
 };
 
@@ -105,22 +60,9 @@ Tree Jitted::operator()(const std::vector<Tree>& args) const {
   // Op by op under disable_jit, and inline inside another trace (its program includes ours).
   if (jit_disabled() || ir::TraceContext::current() != nullptr) return state.function(args);
 
-  const std::string key = state.signature(args);
-  const State::Compiled* compiled = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(state.mutex);
-    auto found = state.cache.find(key);
-    if (found != state.cache.end()) {
-      ++state.stats.hits;
-      compiled = &found->second;
-    }
-  }
-  if (compiled == nullptr) {
-    State::Compiled traced = state.trace(args);
-    std::lock_guard<std::mutex> lock(state.mutex);
-    ++state.stats.misses;
-    compiled = &state.cache.emplace(key, std::move(traced)).first->second;
-  }
+  const runtime::TracedFunction* compiled =
+      &state.cache.get(runtime::call_signature(args, state.options.static_argnums),
+                       [&] { return state.trace(args); });
 
   std::vector<Buffer> inputs;
   std::vector<bool> donated;
@@ -132,8 +74,7 @@ Tree Jitted::operator()(const std::vector<Tree>& args) const {
       donated.push_back(donate);
     }
   }
-  runtime::ExecutionResult result =
-      runtime::execute(compiled->program, std::move(inputs), donated);
+  runtime::ExecutionResult result = runtime::execute(compiled->program, std::move(inputs), donated);
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     state.last = result.stats;
@@ -143,10 +84,7 @@ Tree Jitted::operator()(const std::vector<Tree>& args) const {
   return compiled->output.unflatten(outputs);
 }
 
-CacheStats Jitted::cache_stats() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->stats;
-}
+CacheStats Jitted::cache_stats() const { return state_->cache.stats(); }
 
 ExecutionStats Jitted::last_execution() const {
   std::lock_guard<std::mutex> lock(state_->mutex);

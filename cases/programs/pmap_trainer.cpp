@@ -1,0 +1,285 @@
+#include "pmap_trainer.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+
+#include "parity/common/dataset.h"
+#include "parity/common/digest.h"
+#include "parity/common/distributed_sampler.h"
+#include "parity/common/error.h"
+#include "parity/common/run_dir.h"
+#include "parity/common/step_timing.h"
+#include "parity/common/tensor_file.h"
+#include "pmap_engine/collectives.h"
+#include "pmap_engine/ops.h"
+
+namespace parity::cases {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr const char* kAxis = "data";
+
+// N copies of every leaf, stacked on a new leading device axis (jax.device_put_replicated).
+pe::Tree replicate(const pe::Tree& tree, int64_t num_devices) {
+  return pe::tree_map(
+      [num_devices](const pe::Array& leaf) {
+        const pe::Buffer& source = leaf.buffer();
+        pe::Shape shape = source.shape;
+        shape.insert(shape.begin(), num_devices);
+        pe::Buffer stacked = pe::Buffer::allocate(source.dtype, shape);
+        for (int64_t d = 0; d < num_devices; ++d) {
+          std::memcpy(stacked.bytes->data() + static_cast<size_t>(d) * source.num_bytes(),
+                      source.bytes->data(), source.num_bytes());
+        }
+        return pe::Array(stacked);
+      },
+      tree);
+}
+
+// Device d's value of a tree with a leading device axis (params[d] in JAX).
+pe::Tree device_slice(const pe::Tree& tree, int64_t d) {
+  return pe::tree_map(
+      [d](const pe::Array& leaf) {
+        const pe::Buffer& source = leaf.buffer();
+        pe::Shape shape(source.shape.begin() + 1, source.shape.end());
+        pe::Buffer slice = pe::Buffer::allocate(source.dtype, shape);
+        std::memcpy(slice.bytes->data(),
+                    source.bytes->data() + static_cast<size_t>(d) * slice.num_bytes(),
+                    slice.num_bytes());
+        return pe::Array(slice);
+      },
+      tree);
+}
+
+double global_l2_norm(const pe::Tree& tree) {
+  double sum_of_squares = 0;
+  for (const auto& leaf : tree.leaves()) {
+    for (double value : leaf.to_doubles()) sum_of_squares += value * value;
+  }
+  return std::sqrt(sum_of_squares);
+}
+
+// The same digest ddp_ref records per replica: FNV-1a over canonical names and f32 bytes.
+int64_t params_digest(const pe::Tree& params) {
+  Fnv1a64 digest;
+  for (const auto& [name, tensor] : tensors_from_params(params)) {
+    digest.update(name);
+    digest.update(tensor.bytes.data(), tensor.bytes.size());
+  }
+  const uint64_t value = digest.value();
+  int64_t as_signed;
+  std::memcpy(&as_signed, &value, sizeof value);
+  return as_signed;
+}
+
+// The step's inputs: device d gets what ddp_ref's rank d reads, stacked on the device axis.
+struct StepBatch {
+  pe::Array inputs;   // [N, B, D]
+  pe::Array targets;  // [N, B] i32 labels or [N, B, T] f32
+  std::vector<int64_t> global_sample_ids;
+  double samples_per_device = 0;
+};
+
+StepBatch make_batch(const Dataset& data, const StepBatches& batches) {
+  const int64_t num_devices = static_cast<int64_t>(batches.rank_sample_ids.size());
+  const int64_t batch = static_cast<int64_t>(batches.rank_sample_ids.front().size());
+  std::vector<float> x;
+  std::vector<int32_t> labels;
+  std::vector<float> targets;
+  StepBatch out;
+  for (const auto& ids : batches.rank_sample_ids) {
+    for (int64_t id : ids) {
+      out.global_sample_ids.push_back(id);
+      const auto row = data.features.begin() + id * data.feature_dim;
+      x.insert(x.end(), row, row + data.feature_dim);
+      if (!data.labels.empty()) {
+        labels.push_back(static_cast<int32_t>(data.labels[static_cast<size_t>(id)]));
+      } else {
+        const auto target = data.targets.begin() + id * data.target_dim;
+        targets.insert(targets.end(), target, target + data.target_dim);
+      }
+    }
+  }
+  out.inputs = pe::Array::from_floats({num_devices, batch, data.feature_dim}, x);
+  out.targets = data.labels.empty()
+                    ? pe::Array::from_floats({num_devices, batch, data.target_dim}, targets)
+                    : pe::Array::from_ints({num_devices, batch}, labels);
+  out.samples_per_device = static_cast<double>(batch);
+  return out;
+}
+
+RunInfo make_run_info(const CaseSpec& spec) {
+  RunInfo info;
+  info.producer = "pmap_engine";
+  info.case_name = spec.name;
+  info.case_hash = spec.hash();
+  info.case_toml = spec.to_toml();
+  info.replicas = spec.parallel.replicas;
+  info.processes = 1;
+  info.dtype = spec.train.dtype;
+  info.optimizer = spec.train.optimizer;
+  info.seed = spec.init.seed;
+  info.versions = {{"parity", PARITY_VERSION}, {"pmap_engine", PARITY_VERSION}};
+  info.host = "localhost";
+  info.started_at = utc_timestamp_now();
+  return info;
+}
+
+void evaluate(const CaseSpec& spec, const pe::Tree& params, RunInfo& info) {
+  Dataset test = load_case_dataset(spec, "test");
+  pe::Array x = pe::Array::from_floats({test.num_samples, test.feature_dim}, test.features);
+  pe::Array outputs = mlp_forward(spec.model, params, x);
+  if (test.labels.empty()) {
+    pe::Array targets = pe::Array::from_floats({test.num_samples, test.target_dim}, test.targets);
+    info.results["test_loss"] = pe::mse(outputs, targets).item();
+    return;
+  }
+  std::vector<int32_t> labels(test.labels.begin(), test.labels.end());
+  pe::Array y = pe::Array::from_ints({test.num_samples}, labels);
+  info.results["test_loss"] =
+      pe::mean(pe::softmax_cross_entropy_with_integer_labels(outputs, y)).item();
+  std::vector<double> logits = outputs.to_doubles();
+  const int64_t num_classes = spec.model.widths.back();
+  int64_t correct = 0;
+  for (int64_t i = 0; i < test.num_samples; ++i) {
+    const auto row = logits.begin() + i * num_classes;
+    const int64_t predicted = std::max_element(row, row + num_classes) - row;
+    correct += predicted == test.labels[static_cast<size_t>(i)];
+  }
+  info.results["test_accuracy"] =
+      static_cast<double>(correct) / static_cast<double>(test.num_samples);
+}
+
+}  // namespace
+
+pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
+                                 GradientReduction reduction) {
+  const ModelSpec model = spec.model;
+  const pe::DType dtype = compute_dtype(spec.train.dtype);
+  const pe::optim::GradientTransformation optimizer = make_optimizer(spec.train);
+  pe::TreeFunction loss_fn = [model, dtype](const std::vector<pe::Tree>& args) {
+    return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype));
+  };
+  pe::TreeFunction value_and_grad = pe::value_and_grad(loss_fn);
+  pe::TreeFunction step = [optimizer, value_and_grad,
+                           reduction](const std::vector<pe::Tree>& args) {
+    const pe::Tree& params = args[0];
+    pe::Tree loss_and_grads = value_and_grad({params, args[2], args[3]});
+    // Seed 002's train_step_parallel: grads = lax.pmean(grads, axis_name='data').
+    pe::Tree grads = reduction == GradientReduction::kMean ? pe::pmean(loss_and_grads[1], kAxis)
+                                                           : pe::psum(loss_and_grads[1], kAxis);
+    auto [updates, new_state] = optimizer.update(grads, args[1], params);
+    return pe::Tree::tuple(
+        {pe::optim::apply_updates(params, updates), new_state, loss_and_grads[0], grads});
+  };
+  pe::PmapOptions options;
+  options.axis_name = kAxis;
+  options.donate_argnums = {0, 1};
+  options.devices = devices;
+  return pe::pmap(step, options);
+}
+
+PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
+  const auto run_start = Clock::now();
+  if (spec.train.grad_accum_steps != 1) {
+    throw InputError(
+        fmt::format("case {}: train.grad_accum_steps = {} is not supported by the "
+                    "engine trainer yet; use --set train.grad_accum_steps=1",
+                    spec.name, spec.train.grad_accum_steps));
+  }
+  const int64_t num_devices = spec.parallel.replicas;
+  const pe::DeviceSet devices(static_cast<int>(num_devices));
+  NamedTensors init = read_safetensors(options.init_file).tensors;
+  pe::Tree params = replicate(params_from_tensors(init), num_devices);
+  pe::Tree opt_state =
+      replicate(make_optimizer(spec.train).init(params_from_tensors(init)), num_devices);
+  Dataset train = load_case_dataset(spec, "train");
+  DistributedSamplerOptions sampler;
+  sampler.dataset_size = train.num_samples;
+  sampler.num_replicas = num_devices;
+  sampler.shuffle = spec.data.shuffle;
+  sampler.seed = spec.data.seed;
+  sampler.drop_last = spec.data.drop_last;
+  DistributedBatchPlan plan(sampler, spec.data.per_replica_batch);
+  pe::Pmapped step = make_pmap_train_step(spec, devices, options.reduction);
+
+  RunDirWriter writer(options.out_dir, make_run_info(spec), options.overwrite);
+  const double setup_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
+  std::vector<double> step_seconds;
+  const auto& record = spec.train.record_steps;
+  double global_loss = 0;
+  for (int64_t s = 0; s < spec.train.steps; ++s) {
+    StepBatch batch = make_batch(train, plan.step(s));
+    const auto start = Clock::now();
+    pe::Tree out = step({params, opt_state, batch.inputs, batch.targets});
+    step_seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    params = out[0];
+    opt_state = out[1];
+
+    StepMetrics metrics;
+    metrics.step = s;
+    double loss_sum = 0;
+    for (double loss : out[2].leaf().to_doubles()) {
+      metrics.replica_losses.push_back(loss);
+      loss_sum += loss * batch.samples_per_device;
+    }
+    global_loss = loss_sum / (batch.samples_per_device * static_cast<double>(num_devices));
+    for (size_t d = 0; d < metrics.replica_losses.size(); ++d) {
+      if (!std::isfinite(metrics.replica_losses[d])) {
+        std::string why = fmt::format("step {}: the loss is not finite on device {}", s, d);
+        writer.mark_incomplete(why);
+        throw RunError(why);
+      }
+    }
+    const pe::Tree grads = device_slice(out[3], 0);
+    const pe::Tree device0_params = device_slice(params, 0);
+    metrics.loss = global_loss;
+    metrics.grad_norm = global_l2_norm(grads);
+    metrics.param_norm = global_l2_norm(device0_params);
+    metrics.lr = spec.train.lr;
+    metrics.step_seconds = step_seconds.back();
+    metrics.samples_digest = digest_sample_ids(batch.global_sample_ids);
+    writer.append_step(metrics);
+    if (std::find(record.begin(), record.end(), s) != record.end()) {
+      NamedTensors tensors;
+      for (auto& [name, tensor] : tensors_from_params(grads))
+        tensors.emplace("grads/" + name, tensor);
+      for (auto& [name, tensor] : tensors_from_params(device0_params)) {
+        tensors.emplace("params/" + name, tensor);
+      }
+      HostTensor digests = HostTensor::zeros(DType::I64, {num_devices});
+      for (int64_t d = 0; d < num_devices; ++d) {
+        digests.data_as<int64_t>()[d] = params_digest(device_slice(params, d));
+      }
+      tensors.emplace("replicas/param_digests", std::move(digests));
+      writer.write_tensors(s, tensors);
+    }
+    if (!options.quiet &&
+        (s % std::max<int64_t>(1, spec.train.steps / 10) == 0 || s + 1 == spec.train.steps)) {
+      std::cerr << fmt::format("parity pmap: step {:>5}/{}  loss {:.6f}  {:.1f} ms\n", s + 1,
+                               spec.train.steps, global_loss, step_seconds.back() * 1e3);
+    }
+  }
+
+  RunInfo& info = writer.info();
+  info.timings = summarize_step_times(setup_seconds, step_seconds);
+  info.memory.method = "pmap_engine planner: exact peak of live buffers per device";
+  info.memory.peak_bytes_per_replica.assign(static_cast<size_t>(num_devices),
+                                            step.last_execution().peak_bytes_per_device);
+  info.results["final_loss"] = global_loss;
+  info.results["compile_count"] = static_cast<double>(step.cache_stats().misses);
+  evaluate(spec, device_slice(params, 0), info);
+  writer.finish();
+
+  PmapRunSummary summary;
+  summary.run_dir = options.out_dir;
+  summary.final_loss = global_loss;
+  if (info.results.count("test_accuracy")) summary.test_accuracy = info.results["test_accuracy"];
+  return summary;
+}
+
+}  // namespace parity::cases

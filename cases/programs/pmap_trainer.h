@@ -1,0 +1,42 @@
+// The engine-side trainer: a case's step under pmap on N devices, fed exactly the samples
+// ddp_ref's ranks get, writing the same run directory as ddp_ref (producer "pmap_engine").
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "mlp_program.h"
+#include "parity/common/case_spec.h"
+#include "pmap_engine/pmap.h"
+
+namespace parity::cases {
+
+// How the per-device gradients are combined inside the step: pmean is the data-parallel
+// average DDP computes; psum is pitfall P2 (the sum, N times larger).
+enum class GradientReduction { kMean, kSum };
+
+// train_step(params, opt_state, x, y) under pmap(axis_name="data"): every argument carries a
+// leading device axis; returns (params, opt_state, per-device loss, reduced grads), donating
+// params and opt_state.
+pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
+                                 GradientReduction reduction = GradientReduction::kMean);
+
+struct PmapRunOptions {
+  std::filesystem::path init_file;
+  std::filesystem::path out_dir;
+  bool overwrite = false;
+  bool quiet = false;
+  GradientReduction reduction = GradientReduction::kMean;
+};
+
+struct PmapRunSummary {
+  std::filesystem::path run_dir;
+  double final_loss = 0;
+  std::optional<double> test_accuracy;
+};
+
+// Trains the case on parallel.replicas devices and writes the run directory.
+PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options);
+
+}  // namespace parity::cases

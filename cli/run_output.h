@@ -1,0 +1,24 @@
+// What the training subcommands (ddp, pmap) share: where a run goes by default, the initial
+// parameters it starts from, and the summary printed at the end.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "parity/common/case_spec.h"
+
+namespace parity::cli {
+
+// runs/CASE/PRODUCER-TIMESTAMP
+std::filesystem::path default_out_dir(const CaseSpec& spec, const std::string& producer);
+
+// `init` when given; otherwise the case's own initial parameters (as `parity init` makes
+// them), written into the run directory so that the run documents its start.
+std::filesystem::path ensure_init_file(const CaseSpec& spec, const std::string& init,
+                                       const std::filesystem::path& out_dir);
+
+// A few lines a person reads at the end of a run, from the run directory itself.
+void print_summary(const std::string& command, const std::filesystem::path& run_dir,
+                   const std::string& placement);
+
+}  // namespace parity::cli

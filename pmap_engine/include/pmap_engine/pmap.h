@@ -1,0 +1,57 @@
+// pmap: maps a function over devices, as jax.pmap. Inside the function every array is one
+// device's value (the mapped axis removed); collectives over `axis_name` combine the devices'
+// values. Outputs carry the leading device axis (out_axes 0) or are one value that is the same
+// on every device (out_axes None, checked).
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pmap_engine/device.h"
+#include "pmap_engine/transforms.h"
+
+namespace pmap_engine {
+
+struct PmapOptions {
+  std::string axis_name = "i";
+  // One entry per argument: the axis to map (negative counts from the end), or nullopt to give
+  // every device the whole argument (in_axes=None). Empty: every argument mapped on axis 0.
+  std::vector<std::optional<int64_t>> in_axes;
+  // One entry per top-level output (when the result is a tuple) or one for all: 0 stacks the
+  // devices' values on a new leading axis; nullopt returns the value all devices agree on.
+  std::vector<std::optional<int64_t>> out_axes;
+  std::set<size_t> donate_argnums;
+  std::set<size_t> static_broadcasted_argnums;
+  // Devices to map over; default: DeviceSet::from_environment(). The mapped axis size must not
+  // exceed their count.
+  std::optional<DeviceSet> devices;
+};
+
+struct MappedExecutionStats {
+  int64_t peak_bytes_per_device = 0;  // exact, from the planner (the same on every device)
+  int64_t num_ops = 0;
+  int64_t num_collectives = 0;
+  int64_t donated_reuses = 0;  // summed over devices
+};
+
+class Pmapped {
+ public:
+  Pmapped(TreeFunction function, PmapOptions options);
+  ~Pmapped();
+  Tree operator()(const std::vector<Tree>& args) const;
+
+  CacheStats cache_stats() const;
+  MappedExecutionStats last_execution() const;
+  // The per-device program traced for these arguments, with its collectives.
+  std::string program_text(const std::vector<Tree>& args) const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+Pmapped pmap(TreeFunction function, PmapOptions options = {});
+
+}  // namespace pmap_engine

@@ -1,0 +1,32 @@
+// The named axes bound by enclosing maps (pmap's axis_name) while a function is traced.
+// Collectives look their axis up here; an axis name no map bound is JAX's "unbound axis name"
+// error (pitfall P1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pmap_engine::ir {
+
+struct AxisFrame {
+  std::string name;
+  int64_t size = 0;
+};
+
+// Binds `name` with `size` for the lifetime of the object (on this thread).
+class ScopedAxis {
+ public:
+  ScopedAxis(std::string name, int64_t size);
+  ~ScopedAxis();
+  ScopedAxis(const ScopedAxis&) = delete;
+  ScopedAxis& operator=(const ScopedAxis&) = delete;
+};
+
+// The innermost frame binding `name`; throws EngineError in JAX's words when none does:
+// "unbound axis name: X. The following axis names (e.g. defined by pmap) are available to
+// collective operations: [...]", plus the fix.
+const AxisFrame& find_axis(const std::string& name, const char* op);
+std::vector<std::string> bound_axis_names();
+
+}  // namespace pmap_engine::ir

@@ -1,0 +1,83 @@
+// Helpers shared by the pmap_engine op tests: running a function of arrays under jit or as a
+// printed program, test inputs and scalar losses for gradient checks, and catching the
+// EngineError an op raises.
+#pragma once
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pmap_engine/ops.h"
+#include "pmap_engine/transforms.h"
+
+namespace pmap_engine::testing {
+
+using ArrayFunction = std::function<Array(const std::vector<Array>&)>;
+
+// fn as a function of trees whose leaves are its arrays, as jit, grad and make_program take.
+inline TreeFunction as_tree_function(ArrayFunction fn) {
+  return [fn = std::move(fn)](const std::vector<Tree>& args) {
+    std::vector<Array> arrays;
+    for (const Tree& arg : args) arrays.push_back(arg.leaf());
+    return Tree(fn(arrays));
+  };
+}
+
+// fn under jit (traced, then executed as a program); returns its single output.
+inline Array jitted(ArrayFunction fn, const std::vector<Array>& inputs) {
+  std::vector<Tree> args(inputs.begin(), inputs.end());
+  return jit(as_tree_function(std::move(fn)))(args).leaf();
+}
+
+// The program fn traces to on `inputs`, as text.
+inline std::string program_of(ArrayFunction fn, const std::vector<Array>& inputs) {
+  std::vector<Tree> args(inputs.begin(), inputs.end());
+  return make_program(as_tree_function(std::move(fn)), args);
+}
+
+// A scalar that depends on every element of y with a distinct weight: sum(y * w), so that a
+// gradient check sees each element's cotangent.
+inline Array weighted_total(const Array& y) {
+  std::vector<double> weights(y.num_elements());
+  for (size_t i = 0; i < weights.size(); ++i) weights[i] = 0.5 + 0.25 * static_cast<double>(i);
+  return sum(y * Array::from_doubles(y.shape(), weights));
+}
+
+// Distinct, irregular f64 values: sin(seed + 1.7 i).
+inline Array irregular(const Shape& shape, double seed = 0.3) {
+  std::vector<double> values(shape_num_elements(shape));
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = std::sin(seed + 1.7 * static_cast<double>(i));
+  }
+  return Array::from_doubles(shape, values);
+}
+
+// The message of the EngineError fn raises, or "(no error)".
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const EngineError& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+// Runs fn expecting an EngineError whose message contains every one of `fragments`.
+template <typename Fn>
+void expect_error_mentions(Fn fn, const std::vector<std::string>& fragments) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an EngineError";
+  } catch (const EngineError& error) {
+    for (const auto& fragment : fragments)
+      EXPECT_THAT(error.what(), ::testing::HasSubstr(fragment));
+  }
+}
+
+}  // namespace pmap_engine::testing
