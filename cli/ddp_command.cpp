@@ -16,15 +16,9 @@
 namespace parity::cli {
 namespace {
 
-struct DdpArguments {
-  std::string case_name;
-  std::vector<std::string> overrides;
-  std::string init;
-  std::string out;
+struct DdpArguments : RunArguments {
   int64_t nproc = 0;  // 0: the case's parallel.processes
   double timeout_seconds = 60;
-  bool overwrite = false;
-  bool quiet = false;
   std::string inject_fault;
 };
 
@@ -93,15 +87,7 @@ void register_ddp_command(CLI::App& app) {
   auto arguments = std::make_shared<DdpArguments>();
   CLI::App* command = app.add_subcommand(
       "ddp", "Train a case with LibTorch DDP (c10d Reducer over Gloo) and write a run directory");
-  command->add_option("case", arguments->case_name, "case name or path to a .toml file")
-      ->required();
-  command->add_option("--set", arguments->overrides,
-                      "override a case key, e.g. --set train.steps=50 (repeatable)");
-  command->add_option("--init", arguments->init,
-                      "initial parameters (safetensors); default: made with `parity init` "
-                      "into the run directory");
-  command->add_option("--out", arguments->out,
-                      "run directory to write; default: runs/CASE/ddp-TIMESTAMP");
+  add_run_options(command, *arguments, "ddp");
   command
       ->add_option("--nproc", arguments->nproc,
                    "processes to spread the replicas over (default: the case's "
@@ -109,8 +95,6 @@ void register_ddp_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   command->add_option("--timeout", arguments->timeout_seconds,
                       "seconds any rank waits for the others before failing (default 60)");
-  command->add_flag("--overwrite", arguments->overwrite, "replace an existing run directory");
-  command->add_flag("--quiet", arguments->quiet, "no progress lines on stderr");
   command->add_option("--inject-fault", arguments->inject_fault,
                       "make RANK fail at STEP, to see how failures are reported: "
                       "RANK:STEP:throw|exit|nan");

@@ -11,6 +11,19 @@
 
 namespace parity::cli {
 
+void add_run_options(CLI::App* command, RunArguments& arguments, const std::string& producer) {
+  command->add_option("case", arguments.case_name, "case name or path to a .toml file")->required();
+  command->add_option("--set", arguments.overrides,
+                      "override a case key, e.g. --set train.steps=50 (repeatable)");
+  command->add_option("--init", arguments.init,
+                      "initial parameters (safetensors); default: made with `parity init` "
+                      "into the run directory");
+  command->add_option("--out", arguments.out,
+                      "run directory to write; default: runs/CASE/" + producer + "-TIMESTAMP");
+  command->add_flag("--overwrite", arguments.overwrite, "replace an existing run directory");
+  command->add_flag("--quiet", arguments.quiet, "no progress lines on stderr");
+}
+
 std::filesystem::path default_out_dir(const CaseSpec& spec, const std::string& producer) {
   std::string stamp = utc_timestamp_now();
   stamp.erase(std::remove(stamp.begin(), stamp.end(), ':'), stamp.end());

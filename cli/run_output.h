@@ -2,12 +2,27 @@
 // parameters it starts from, and the summary printed at the end.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <string>
 
 #include "parity/common/case_spec.h"
 
 namespace parity::cli {
+
+// The options every training subcommand takes.
+struct RunArguments {
+  std::string case_name;
+  std::vector<std::string> overrides;
+  std::string init;
+  std::string out;
+  bool overwrite = false;
+  bool quiet = false;
+};
+
+// Registers case, --set, --init, --out (default runs/CASE/PRODUCER-TIMESTAMP), --overwrite
+// and --quiet on `command`.
+void add_run_options(CLI::App* command, RunArguments& arguments, const std::string& producer);
 
 // runs/CASE/PRODUCER-TIMESTAMP
 std::filesystem::path default_out_dir(const CaseSpec& spec, const std::string& producer);

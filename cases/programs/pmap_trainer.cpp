@@ -112,23 +112,6 @@ StepBatch make_batch(const Dataset& data, const StepBatches& batches) {
   return out;
 }
 
-RunInfo make_run_info(const CaseSpec& spec) {
-  RunInfo info;
-  info.producer = "pmap_engine";
-  info.case_name = spec.name;
-  info.case_hash = spec.hash();
-  info.case_toml = spec.to_toml();
-  info.replicas = spec.parallel.replicas;
-  info.processes = 1;
-  info.dtype = spec.train.dtype;
-  info.optimizer = spec.train.optimizer;
-  info.seed = spec.init.seed;
-  info.versions = {{"parity", PARITY_VERSION}, {"pmap_engine", PARITY_VERSION}};
-  info.host = "localhost";
-  info.started_at = utc_timestamp_now();
-  return info;
-}
-
 void evaluate(const CaseSpec& spec, const pe::Tree& params, RunInfo& info) {
   Dataset test = load_case_dataset(spec, "test");
   pe::Array x = pe::Array::from_floats({test.num_samples, test.feature_dim}, test.features);
@@ -207,7 +190,9 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   DistributedBatchPlan plan(sampler, spec.data.per_replica_batch);
   pe::Pmapped step = make_pmap_train_step(spec, devices, options.reduction);
 
-  RunDirWriter writer(options.out_dir, make_run_info(spec), options.overwrite);
+  RunInfo run_info = run_info_for_case(spec, "pmap_engine");
+  run_info.versions["pmap_engine"] = PARITY_VERSION;
+  RunDirWriter writer(options.out_dir, run_info, options.overwrite);
   const double setup_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
   std::vector<double> step_seconds;
   const auto& record = spec.train.record_steps;

@@ -40,29 +40,12 @@ NamedTensors load_and_check_init(const CaseSpec& spec, const DdpOptions& options
   return tensors;
 }
 
-std::string host_name() {
-  char buffer[256] = {};
-  gethostname(buffer, sizeof buffer - 1);
-  return buffer;
-}
-
 RunInfo make_run_info(const CaseSpec& spec, int64_t processes) {
-  RunInfo info;
-  info.producer = "ddp_ref";
-  info.case_name = spec.name;
-  info.case_hash = spec.hash();
-  info.case_toml = spec.to_toml();
-  info.replicas = spec.parallel.replicas;
+  RunInfo info = run_info_for_case(spec, "ddp_ref");
   info.processes = processes;
-  info.dtype = spec.train.dtype;
-  info.optimizer = spec.train.optimizer;
-  info.seed = spec.init.seed;
-  info.versions = {{"parity", PARITY_VERSION},
-                   {"libtorch", TORCH_VERSION},
-                   {"gloo", fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR,
-                                        GLOO_VERSION_PATCH)}};
-  info.host = host_name();
-  info.started_at = utc_timestamp_now();
+  info.versions["libtorch"] = TORCH_VERSION;
+  info.versions["gloo"] =
+      fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
   return info;
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "parity/common/case_spec.h"
 #include "parity/common/host_tensor.h"
 
 namespace parity {
@@ -100,6 +101,11 @@ struct RunDir {
 // Errors name the file and the line.
 RunDir read_run_dir(const std::filesystem::path& dir);
 NamedTensors read_step_tensors(const std::filesystem::path& dir, int64_t step);
+
+// The run.json fields every producer fills the same way from the case: its name, hash and
+// canonical text, replicas, dtype, optimizer, init seed, host, start time, parity's version.
+// processes is 1; producers add their own versions and counts.
+RunInfo run_info_for_case(const CaseSpec& spec, const std::string& producer);
 
 // ISO 8601 UTC "2026-12-02T16:30:00Z" for now.
 std::string utc_timestamp_now();
