@@ -242,6 +242,19 @@ Buffer fold_devices(const DeviceInputs& inputs, size_t leaf, Fold fold) {
   Buffer out = Buffer::allocate(first.dtype, first.shape);
   const size_t num_elements = first.num_elements();
   Storage* result = num_elements ? out.data<Storage>() : nullptr;
+  if constexpr (std::is_floating_point_v<Storage>) {
+    if (fold == Fold::kSum && num_elements > 0) {
+      // f32/f64 sums device by device over the whole buffer: the same left fold per element
+      // ((x0 + x1) + x2) + ..., in a loop the compiler vectorises (memory-bound, not
+      // per-element dispatch).
+      std::memcpy(result, first.data<Storage>(), first.num_bytes());
+      for (size_t d = 1; d < inputs.size(); ++d) {
+        const Storage* operand = inputs[d][leaf]->data<Storage>();
+        for (size_t e = 0; e < num_elements; ++e) result[e] += operand[e];
+      }
+      return out;
+    }
+  }
   for (size_t e = 0; e < num_elements; ++e) {
     auto acc = Element::load(first.data<Storage>()[e]);
     for (size_t d = 1; d < inputs.size(); ++d) {

@@ -1,0 +1,200 @@
+// One all-reduce of the same float32 bytes, engine vs Gloo (participants are devices / rank
+// threads of this process, one intra-op thread):
+//   EnginePsum/P/B       pmap_engine's psum collective kernel (pmap_engine/src/ops/
+//                        collectives.cpp) over P devices of B bytes each, called as the mapped
+//                        executor calls it: once, on one thread, with every device's operand.
+//   GlooAllReduce/P/B    c10d::ProcessGroupGloo allreduce of B bytes on P rank threads.
+// Counters as nccl-tests reports them: algbw = bytes / time, busbw = algbw * 2(P-1)/P
+// (doc/PERFORMANCE.md). Each benchmark checks its sum before it times anything and fails if it
+// is wrong: device d holds d+1 in every element, so the sum P(P+1)/2 is exact in float32.
+// At the end the suite prints the engine / Gloo throughput ratio per (P, B).
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/params.h"
+#include "ir/primitive.h"
+#include "pmap_engine/array.h"
+#include "pmap_engine/collectives.h"
+#include "process_group.h"
+#include "rank_pool.h"
+
+namespace parity::bench {
+namespace {
+
+namespace pe = pmap_engine;
+using ddp_ref::make_gloo_group;
+constexpr std::chrono::milliseconds kTimeout{60000};
+
+// collectives.cpp registers psum at static initialisation, and nothing here calls into it
+// directly: a volatile pointer to one of its functions (read below, so it stays) keeps its
+// object file in the link, pmap_engine being a static library.
+int64_t (*volatile kLinkCollectives)(const std::string&) = &pe::axis_size;
+
+void set_bandwidth_counters(benchmark::State& state, int64_t participants, int64_t num_bytes) {
+  const double moved = static_cast<double>(num_bytes) * static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(moved));
+  state.counters["algbw_GBps"] = benchmark::Counter(moved / 1e9, benchmark::Counter::kIsRate);
+  state.counters["busbw_GBps"] = benchmark::Counter(
+      moved / 1e9 * 2.0 * static_cast<double>(participants - 1) / static_cast<double>(participants),
+      benchmark::Counter::kIsRate);
+}
+
+float expected_sum(int64_t participants) {
+  return static_cast<float>(participants * (participants + 1) / 2);
+}
+
+void BM_EnginePsum(benchmark::State& state) {
+  const int64_t participants = state.range(0);
+  const int64_t num_bytes = state.range(1);
+  const int64_t num_elements = num_bytes / static_cast<int64_t>(sizeof(float));
+  if (kLinkCollectives == nullptr) return;
+  const pe::ir::Primitive& psum = pe::ir::find_primitive("psum");
+  // reduction_params(): the kernel reads axis_size; axes and axis_name are what JAX prints.
+  const pe::ir::Params params{{"axes", std::string("('x',)")},
+                              {"axis_name", std::string("x")},
+                              {"axis_size", participants}};
+
+  std::vector<pe::Buffer> inputs;
+  std::vector<std::vector<const pe::Buffer*>> operands(participants);
+  inputs.reserve(participants);
+  for (int64_t d = 0; d < participants; ++d) {
+    inputs.push_back(pe::Buffer::allocate(pe::DType::f32, {num_elements}));
+    std::fill_n(inputs.back().data<float>(), num_elements, static_cast<float>(d + 1));
+  }
+  for (int64_t d = 0; d < participants; ++d) operands[d] = {&inputs[d]};
+
+  // Correctness first.
+  {
+    auto outputs = psum.collective_kernel(operands, params);
+    const float expected = expected_sum(participants);
+    for (int64_t d = 0; d < participants; ++d) {
+      const pe::Buffer& out = outputs[d].at(0);
+      const float* values = out.data<float>();
+      if (out.num_elements() != static_cast<size_t>(num_elements) ||
+          !std::all_of(values, values + num_elements, [&](float v) { return v == expected; })) {
+        state.SkipWithError(fmt::format("device {} holds a wrong sum", d).c_str());
+        return;
+      }
+    }
+  }
+
+  for (auto _ : state) {
+    auto outputs = psum.collective_kernel(operands, params);
+    benchmark::DoNotOptimize(outputs);
+  }
+  set_bandwidth_counters(state, participants, num_bytes);
+}
+
+void BM_GlooAllReduce(benchmark::State& state) {
+  torch::set_num_threads(1);
+  const int64_t participants = state.range(0);
+  const int64_t num_bytes = state.range(1);
+  const int64_t num_elements = num_bytes / static_cast<int64_t>(sizeof(float));
+  RankPool pool(participants);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<c10::intrusive_ptr<c10d::ProcessGroupGloo>> groups(participants);
+  pool.run(
+      [&](int64_t rank) { groups[rank] = make_gloo_group(store, rank, participants, kTimeout); });
+  std::vector<torch::Tensor> buffers(participants);
+  auto all_reduce = [&](int64_t rank) {
+    std::vector<torch::Tensor> tensors = {buffers[rank]};
+    groups[rank]->allreduce(tensors)->wait();
+  };
+
+  // Correctness first.
+  for (int64_t rank = 0; rank < participants; ++rank) {
+    buffers[rank] = torch::full({num_elements}, static_cast<float>(rank + 1));
+  }
+  pool.run(all_reduce);
+  const float expected = expected_sum(participants);
+  for (int64_t rank = 0; rank < participants; ++rank) {
+    if (!buffers[rank].eq(expected).all().item<bool>()) {
+      state.SkipWithError(fmt::format("rank {} holds a wrong sum", rank).c_str());
+      return;
+    }
+    buffers[rank].zero_();  // in place: zeros stay zeros however long it runs
+  }
+
+  for (auto _ : state) pool.run(all_reduce);
+  set_bandwidth_counters(state, participants, num_bytes);
+}
+
+void grid(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"participants", "bytes"})
+      ->ArgsProduct({{2, 4, 8}, {4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20}})
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK(BM_EnginePsum)->Apply(grid);
+BENCHMARK(BM_GlooAllReduce)->Apply(grid);
+
+// Keeps each (participants, bytes) run's time and busbw, to print engine / Gloo at the end.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& run : runs) {
+      if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
+      Result& result = results_[run.run_name.args][run.run_name.function_name];
+      result.seconds = run.GetAdjustedRealTime();
+      auto busbw = run.counters.find("busbw_GBps");
+      if (busbw != run.counters.end()) result.busbw = busbw->second;
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+  void finish() const {
+    std::cout << "\nengine psum / Gloo allreduce throughput (>1: engine faster)\n";
+    std::cout << fmt::format("{:<34} {:>8} {:>14} {:>14}\n", "participants/bytes", "ratio",
+                             "engine busbw", "gloo busbw");
+    for (const auto& [args, by_function] : results_) {
+      auto engine = by_function.find("BM_EnginePsum");
+      auto gloo = by_function.find("BM_GlooAllReduce");
+      if (engine == by_function.end() || gloo == by_function.end()) continue;
+      std::cout << fmt::format("{:<34} {:>8.2f} {:>9.2f} GB/s {:>9.2f} GB/s\n", args,
+                               gloo->second.seconds / engine->second.seconds, engine->second.busbw,
+                               gloo->second.busbw);
+    }
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    std::cout << "OPENBLAS_CORETYPE: " << (coretype ? coretype : "unset") << "\n";
+  }
+
+ private:
+  struct Result {
+    double seconds = 0;
+    double busbw = 0;
+  };
+  // Keyed by the args text; ordered by (participants, bytes) through the key below.
+  struct ArgsOrder {
+    static std::pair<long long, long long> parse(const std::string& args) {
+      long long participants = 0;
+      long long bytes = 0;
+      std::sscanf(args.c_str(), "participants:%lld/bytes:%lld", &participants, &bytes);
+      return {participants, bytes};
+    }
+    bool operator()(const std::string& a, const std::string& b) const {
+      return parse(a) < parse(b);
+    }
+  };
+  std::map<std::string, std::map<std::string, Result>, ArgsOrder> results_;
+};
+
+}  // namespace
+}  // namespace parity::bench
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  parity::bench::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  reporter.finish();
+  return 0;
+}
