@@ -26,6 +26,7 @@
 #include "pmap_engine/collectives.h"
 #include "process_group.h"
 #include "rank_pool.h"
+#include "summary_main.h"
 
 namespace parity::bench {
 namespace {
@@ -148,10 +149,12 @@ class RatioReporter : public benchmark::ConsoleReporter {
       auto busbw = run.counters.find("busbw_GBps");
       if (busbw != run.counters.end()) result.busbw = busbw->second;
     }
+    for (const auto& run : runs) failed_ = failed_ || run.error_occurred;
     ConsoleReporter::ReportRuns(runs);
   }
 
-  void finish() const {
+  // Non-zero when a benchmark failed its correctness check (SkipWithError).
+  int finish() const {
     std::cout << "\nengine psum / Gloo allreduce throughput (>1: engine faster)\n";
     std::cout << fmt::format("{:<34} {:>8} {:>14} {:>14}\n", "participants/bytes", "ratio",
                              "engine busbw", "gloo busbw");
@@ -165,6 +168,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     }
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
     std::cout << "OPENBLAS_CORETYPE: " << (coretype ? coretype : "unset") << "\n";
+    if (failed_) std::cout << "FAILED: a collective computed a wrong sum (see above)\n";
+    return failed_ ? 1 : 0;
   }
 
  private:
@@ -185,16 +190,12 @@ class RatioReporter : public benchmark::ConsoleReporter {
     }
   };
   std::map<std::string, std::map<std::string, Result>, ArgsOrder> results_;
+  bool failed_ = false;
 };
 
 }  // namespace
 }  // namespace parity::bench
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  parity::bench::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  reporter.finish();
-  return 0;
+  return parity::bench::run_with_summary<parity::bench::RatioReporter>(argc, argv);
 }

@@ -15,6 +15,7 @@
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
 #include "parity/common/init_params.h"
+#include "summary_main.h"
 
 namespace parity::bench {
 namespace {
@@ -122,9 +123,5 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace parity::bench
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  parity::bench::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return reporter.finish();
+  return parity::bench::run_with_summary<parity::bench::RatioReporter>(argc, argv);
 }
