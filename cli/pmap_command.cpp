@@ -13,6 +13,7 @@ namespace parity::cli {
 void register_pmap_command(CLI::App& app) {
   struct Arguments : RunArguments {
     std::string reduction = "pmean";
+    bool check_replicas = false;
   };
   auto arguments = std::make_shared<Arguments>();
   CLI::App* command = app.add_subcommand(
@@ -25,6 +26,9 @@ void register_pmap_command(CLI::App& app) {
                    "how the step combines gradients: pmean (DDP's average) or psum "
                    "(pitfall P2: the sum)")
       ->check(CLI::IsMember({"pmean", "psum"}));
+  command->add_flag("--check-replicas", arguments->check_replicas,
+                    "verify every step that params and optimizer state are bit-identical on "
+                    "all devices, naming the first divergent leaf and device (debug; P4, P11)");
   command->callback([arguments] {
     CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
     cases::PmapRunOptions options;
@@ -33,6 +37,7 @@ void register_pmap_command(CLI::App& app) {
     options.init_file = ensure_init_file(spec, arguments->init, options.out_dir);
     options.overwrite = arguments->overwrite;
     options.quiet = arguments->quiet;
+    options.check_replicas = arguments->check_replicas;
     options.reduction = arguments->reduction == "psum" ? cases::GradientReduction::kSum
                                                        : cases::GradientReduction::kMean;
     cases::run_pmap(spec, options);

@@ -140,7 +140,7 @@ void evaluate(const CaseSpec& spec, const pe::Tree& params, RunInfo& info) {
 }  // namespace
 
 pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
-                                 GradientReduction reduction) {
+                                 GradientReduction reduction, bool check_replicas) {
   const ModelSpec model = spec.model;
   const pe::DType dtype = compute_dtype(spec.train.dtype);
   const pe::optim::GradientTransformation optimizer = make_optimizer(spec.train);
@@ -163,6 +163,7 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
   options.axis_name = kAxis;
   options.donate_argnums = {0, 1};
   options.devices = devices;
+  if (check_replicas) options.check_replicated_outputs = {0, 1};
   return pe::pmap(step, options);
 }
 
@@ -188,7 +189,7 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   sampler.seed = spec.data.seed;
   sampler.drop_last = spec.data.drop_last;
   DistributedBatchPlan plan(sampler, spec.data.per_replica_batch);
-  pe::Pmapped step = make_pmap_train_step(spec, devices, options.reduction);
+  pe::Pmapped step = make_pmap_train_step(spec, devices, options.reduction, options.check_replicas);
 
   RunInfo run_info = run_info_for_case(spec, "pmap_engine");
   run_info.versions["pmap_engine"] = PARITY_VERSION;

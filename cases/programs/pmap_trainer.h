@@ -19,8 +19,11 @@ enum class GradientReduction { kMean, kSum };
 // train_step(params, opt_state, x, y) under pmap(axis_name="data"): every argument carries a
 // leading device axis; returns (params, opt_state, per-device loss, reduced grads), donating
 // params and opt_state.
+// With `check_replicas`, every step verifies that params and opt_state are bit-identical on
+// all devices (pmap's replication check) and names the first divergent leaf and device.
 pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
-                                 GradientReduction reduction = GradientReduction::kMean);
+                                 GradientReduction reduction = GradientReduction::kMean,
+                                 bool check_replicas = false);
 
 struct PmapRunOptions {
   std::filesystem::path init_file;
@@ -28,6 +31,7 @@ struct PmapRunOptions {
   bool overwrite = false;
   bool quiet = false;
   GradientReduction reduction = GradientReduction::kMean;
+  bool check_replicas = false;
 };
 
 struct PmapRunSummary {

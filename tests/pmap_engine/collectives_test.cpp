@@ -96,6 +96,12 @@ struct GridCase {
   DType dtype;
 };
 
+// How gtest prints a case (in failure messages and ctest's test list).
+void PrintTo(const GridCase& c, std::ostream* out) {
+  *out << c.num_devices << " devices, " << c.num_elements << " " << dtype_name(c.dtype)
+       << " elements";
+}
+
 std::string grid_case_name(const ::testing::TestParamInfo<GridCase>& info) {
   return "devices" + std::to_string(info.param.num_devices) + "_elements" +
          std::to_string(info.param.num_elements) + "_" + dtype_name(info.param.dtype);

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 
+#include "pmap_engine/collectives.h"
 #include "pmap_engine/ops.h"
 
 namespace pmap_engine {
@@ -137,6 +138,48 @@ TEST(Pmap, DonatedMappedArgumentsAreUpdatedInPlaceOnEveryDevice) {
   EXPECT_EQ(step.last_execution().donated_reuses, 4);
   // Per device: its 1 KiB slice, written in place, and the 4-byte literal.
   EXPECT_EQ(step.last_execution().peak_bytes_per_device, 256 * 4 + 4);
+}
+
+}  // namespace
+}  // namespace pmap_engine
+
+namespace pmap_engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PmapReplicationCheck, NamesTheFirstDivergentLeafAndDevice) {
+  // p - x with a different x per device: the "updated parameters" differ (pitfall P11).
+  PmapOptions options = on_devices(4);
+  options.in_axes = {std::nullopt, 0};
+  options.check_replicated_outputs = {0};
+  Pmapped unsynchronised = pmap(
+      [](const std::vector<Tree>& a) {
+        return Tree::tuple(
+            {Tree::dict({{"w", a[0]["w"].leaf() - a[1].leaf()}}), Tree(a[1].leaf())});
+      },
+      options);
+  Tree params = Tree::dict({{"w", Array::from_floats({2}, {1, 1})}});
+  Array grads = Array::from_floats({4, 2}, {0, 0, 0, 0, 0, 1, 0, 0});
+  EXPECT_THAT(
+      [&] {
+        unsynchronised({params, grads});
+      },
+      ::testing::ThrowsMessage<EngineError>(
+          AllOf(HasSubstr("replication check: output [0].w differs between device 0 and "
+                          "device 2 (first at element 1: 1 vs 0)"),
+                HasSubstr("pitfalls P4, P11"))));
+
+  // The same update with the gradient averaged first (pmean) keeps the replicas identical:
+  // every device gets w - mean(x) = [1, 1] - [0, 1/4].
+  Pmapped synchronised = pmap(
+      [](const std::vector<Tree>& a) {
+        return Tree::tuple({Tree::dict({{"w", a[0]["w"].leaf() - pmean(a[1].leaf(), "data")}}),
+                            Tree(a[1].leaf())});
+      },
+      options);
+  Tree out = synchronised({params, grads});
+  EXPECT_EQ(out[0]["w"].leaf().to_floats(), (std::vector<float>{1, 0.75f, 1, 0.75f, 1, 0.75f, 1, 0.75f}));
 }
 
 }  // namespace

@@ -24,6 +24,11 @@ struct PmapOptions {
   std::vector<std::optional<int64_t>> out_axes;
   std::set<size_t> donate_argnums;
   std::set<size_t> static_broadcasted_argnums;
+  // Debug check: top-level outputs (positions in the returned tuple; 0 for a single result)
+  // whose values must be bit-identical on every device, such as the parameters after a
+  // synchronised update. A divergence raises an EngineError naming the first leaf, device and
+  // element that differ (pitfalls P4, P11).
+  std::set<size_t> check_replicated_outputs;
   // Devices to map over; default: DeviceSet::from_environment(). The mapped axis size must not
   // exceed their count.
   std::optional<DeviceSet> devices;

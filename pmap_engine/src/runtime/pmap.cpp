@@ -72,6 +72,54 @@ Buffer stack(const std::vector<Buffer>& per_device) {
   return out;
 }
 
+// The top-level output each leaf of `output` belongs to: its tuple position, or 0.
+std::vector<size_t> top_level_positions(const Tree& output) {
+  std::vector<size_t> positions;
+  if (output.kind() != Tree::Kind::kTuple) {
+    positions.assign(output.leaves().size(), 0);
+    return positions;
+  }
+  for (size_t c = 0; c < output.children().size(); ++c) {
+    positions.insert(positions.end(), output.children()[c].leaves().size(), c);
+  }
+  return positions;
+}
+
+// The first element where device d's value differs from device 0's, or nullopt.
+std::optional<size_t> first_difference(const Buffer& reference, const Buffer& other) {
+  const size_t element_bytes = dtype_num_bytes(reference.dtype);
+  for (size_t i = 0; i < reference.num_elements(); ++i) {
+    if (std::memcmp(reference.bytes->data() + i * element_bytes,
+                    other.bytes->data() + i * element_bytes, element_bytes) != 0) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+void check_replicated(const std::vector<std::vector<Buffer>>& per_device, const Tree& output,
+                      const std::set<size_t>& checked) {
+  if (checked.empty()) return;
+  const std::vector<size_t> positions = top_level_positions(output);
+  const std::vector<std::string> paths = output.leaf_paths();
+  for (size_t o = 0; o < positions.size(); ++o) {
+    if (!checked.count(positions[o])) continue;
+    for (size_t d = 1; d < per_device.size(); ++d) {
+      std::optional<size_t> at = first_difference(per_device[0][o], per_device[d][o]);
+      if (!at) continue;
+      const std::vector<double> first = Array(per_device[0][o]).to_doubles();
+      const std::vector<double> other = Array(per_device[d][o]).to_doubles();
+      std::ostringstream out;
+      out << "replication check: output " << (paths[o].empty() ? std::to_string(o) : paths[o])
+          << " differs between device 0 and device " << d << " (first at element " << *at << ": "
+          << first[*at] << " vs " << other[*at]
+          << "). The replicas have diverged: reduce gradients (pmean) before the update and "
+             "initialise parameters once, then broadcast them (pitfalls P4, P11).";
+      throw EngineError(out.str());
+    }
+  }
+}
+
 std::string describe_in_axes(const std::vector<std::optional<int64_t>>& in_axes) {
   std::ostringstream out;
   out << "(";
@@ -252,6 +300,8 @@ Tree Pmapped::operator()(const std::vector<Tree>& args) const {
     state.last.donated_reuses = result.donated_reuses;
   }
 
+  check_replicated(result.per_device_outputs, compiled->output,
+                   state.options.check_replicated_outputs);
   const std::vector<std::optional<int64_t>> out_axes = state.leaf_out_axes(compiled->output);
   const std::vector<std::string> out_paths = compiled->output.leaf_paths();
   std::vector<Array> outputs;
