@@ -4,19 +4,45 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "pmap_engine/dtype.h"
 
 namespace pmap_engine {
 
+// An allocator whose value-less construct() leaves bytes uninitialised, so that a kernel
+// which writes every element does not pay for zero-filling first.
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) {}  // NOLINT: rebinding
+  template <typename U>
+  void construct(U* pointer) {
+    ::new (static_cast<void*>(pointer)) U;  // default-initialisation: no zeroing
+  }
+  template <typename U, typename... Args>
+  void construct(U* pointer, Args&&... args) {
+    ::new (static_cast<void*>(pointer)) U(std::forward<Args>(args)...);
+  }
+};
+
+using ByteStorage = std::vector<std::byte, UninitializedAllocator<std::byte>>;
+
 // Host memory of one array: row-major, dtype-sized elements.
 struct Buffer {
   DType dtype = DType::f32;
   Shape shape;
-  std::shared_ptr<std::vector<std::byte>> bytes;
+  std::shared_ptr<ByteStorage> bytes;
 
   static Buffer allocate(DType dtype, Shape shape);  // zero-filled
+  // For kernels that write every element of their output: the contents start undefined.
+  static Buffer allocate_uninitialized(DType dtype, Shape shape);
   size_t num_elements() const { return shape_num_elements(shape); }
   size_t num_bytes() const { return bytes ? bytes->size() : 0; }
   template <typename T>
@@ -60,10 +86,10 @@ class Array {
   // The buffer of a concrete array. On a tracer: EngineError explaining tracing, pointing to
   // debug_print and static arguments (as JAX's ConcretizationTypeError does).
   const Buffer& buffer(const char* what = "this operation") const;
-  std::vector<float> to_floats() const;   // any dtype, converted
+  std::vector<float> to_floats() const;  // any dtype, converted
   std::vector<double> to_doubles() const;
   std::vector<int64_t> to_ints() const;
-  double item() const;                     // a one-element array's value
+  double item() const;  // a one-element array's value
 
   // jit's donate_argnums: hands this array's storage to the callee. The array is deleted
   // afterwards and any later read is an error, as for a donated jax.Array.
@@ -74,7 +100,7 @@ class Array {
   struct Impl {
     DType dtype = DType::f32;
     Shape shape;
-    Buffer buffer;                 // concrete arrays
+    Buffer buffer;                      // concrete arrays
     ir::TraceContext* trace = nullptr;  // tracers
     int var = -1;
     bool deleted = false;

@@ -23,41 +23,79 @@ Array from_values(DType dtype, Shape shape, const std::vector<T>& values) {
 // Element i of a buffer of any dtype, as a double.
 double element_as_double(const Buffer& buffer, size_t i) {
   switch (buffer.dtype) {
-    case DType::f32: return buffer.data<float>()[i];
-    case DType::f64: return buffer.data<double>()[i];
-    case DType::bf16: return bf16_to_f32(buffer.data<uint16_t>()[i]);
-    case DType::f16: return f16_to_f32(buffer.data<uint16_t>()[i]);
-    case DType::i32: return buffer.data<int32_t>()[i];
-    case DType::u32: return buffer.data<uint32_t>()[i];
-    case DType::bool_: return buffer.data<uint8_t>()[i];
+    case DType::f32:
+      return buffer.data<float>()[i];
+    case DType::f64:
+      return buffer.data<double>()[i];
+    case DType::bf16:
+      return bf16_to_f32(buffer.data<uint16_t>()[i]);
+    case DType::f16:
+      return f16_to_f32(buffer.data<uint16_t>()[i]);
+    case DType::i32:
+      return buffer.data<int32_t>()[i];
+    case DType::u32:
+      return buffer.data<uint32_t>()[i];
+    case DType::bool_:
+      return buffer.data<uint8_t>()[i];
   }
   return 0;
 }
 
 void store_double(Buffer& buffer, size_t i, double value) {
   switch (buffer.dtype) {
-    case DType::f32: buffer.data<float>()[i] = static_cast<float>(value); break;
-    case DType::f64: buffer.data<double>()[i] = value; break;
-    case DType::bf16: buffer.data<uint16_t>()[i] = f32_to_bf16(static_cast<float>(value)); break;
-    case DType::f16: buffer.data<uint16_t>()[i] = f32_to_f16(static_cast<float>(value)); break;
-    case DType::i32: buffer.data<int32_t>()[i] = static_cast<int32_t>(value); break;
-    case DType::u32: buffer.data<uint32_t>()[i] = static_cast<uint32_t>(value); break;
-    case DType::bool_: buffer.data<uint8_t>()[i] = value != 0; break;
+    case DType::f32:
+      buffer.data<float>()[i] = static_cast<float>(value);
+      break;
+    case DType::f64:
+      buffer.data<double>()[i] = value;
+      break;
+    case DType::bf16:
+      buffer.data<uint16_t>()[i] = f32_to_bf16(static_cast<float>(value));
+      break;
+    case DType::f16:
+      buffer.data<uint16_t>()[i] = f32_to_f16(static_cast<float>(value));
+      break;
+    case DType::i32:
+      buffer.data<int32_t>()[i] = static_cast<int32_t>(value);
+      break;
+    case DType::u32:
+      buffer.data<uint32_t>()[i] = static_cast<uint32_t>(value);
+      break;
+    case DType::bool_:
+      buffer.data<uint8_t>()[i] = value != 0;
+      break;
   }
 }
 
 }  // namespace
 
-Buffer Buffer::allocate(DType dtype, Shape shape) {
+namespace {
+// Storage of `num_bytes` from the active pool, or new; zeroed when `zeroed`.
+std::shared_ptr<ByteStorage> storage_for(size_t num_bytes, bool zeroed) {
+  std::shared_ptr<ByteStorage> storage;
+  if (runtime::BufferPool* pool = runtime::BufferPool::active()) {
+    storage = pool->take(num_bytes, /*for_overwrite=*/!zeroed);
+  }
+  if (!storage) storage = std::make_shared<ByteStorage>(num_bytes);
+  if (zeroed && num_bytes > 0) std::memset(storage->data(), 0, num_bytes);
+  return storage;
+}
+
+Buffer allocate_buffer(DType dtype, Shape shape, bool zeroed) {
   Buffer buffer;
   buffer.dtype = dtype;
   buffer.shape = std::move(shape);
-  const size_t num_bytes = buffer.num_elements() * dtype_num_bytes(dtype);
-  if (runtime::BufferPool* pool = runtime::BufferPool::active()) {
-    buffer.bytes = pool->take(num_bytes);
-  }
-  if (!buffer.bytes) buffer.bytes = std::make_shared<std::vector<std::byte>>(num_bytes);
+  buffer.bytes = storage_for(buffer.num_elements() * dtype_num_bytes(dtype), zeroed);
   return buffer;
+}
+}  // namespace
+
+Buffer Buffer::allocate(DType dtype, Shape shape) {
+  return allocate_buffer(dtype, std::move(shape), /*zeroed=*/true);
+}
+
+Buffer Buffer::allocate_uninitialized(DType dtype, Shape shape) {
+  return allocate_buffer(dtype, std::move(shape), /*zeroed=*/false);
 }
 
 Array::Array(Buffer buffer) : impl_(std::make_shared<Impl>()) {
@@ -114,7 +152,8 @@ Buffer Array::donate() {
 
 const Buffer& Array::buffer(const char* what) const {
   if (is_deleted()) {
-    throw EngineError(std::string(what) + ": this Array has been deleted: it was donated to a "
+    throw EngineError(std::string(what) +
+                      ": this Array has been deleted: it was donated to a "
                       "jitted function (donate_argnums). Use the function's result instead.");
   }
   if (is_traced()) {

@@ -175,7 +175,7 @@ void check_device_inputs(const char* op, const DeviceInputs& inputs, const Param
 }
 
 Buffer copy_of(const Buffer& source) {
-  Buffer copy = Buffer::allocate(source.dtype, source.shape);
+  Buffer copy = Buffer::allocate_uninitialized(source.dtype, source.shape);
   if (source.num_bytes() > 0)
     std::memcpy(copy.bytes->data(), source.bytes->data(), source.num_bytes());
   return copy;
@@ -239,7 +239,7 @@ template <typename Element>
 Buffer fold_devices(const DeviceInputs& inputs, size_t leaf, Fold fold) {
   using Storage = typename Element::Storage;
   const Buffer& first = *inputs.front()[leaf];
-  Buffer out = Buffer::allocate(first.dtype, first.shape);
+  Buffer out = Buffer::allocate_uninitialized(first.dtype, first.shape);  // fully written
   const size_t num_elements = first.num_elements();
   Storage* result = num_elements ? out.data<Storage>() : nullptr;
   if constexpr (std::is_floating_point_v<Storage>) {

@@ -111,7 +111,9 @@ AbstractValue binary_abstract_eval(const std::string& op, Accepts set, bool bool
 template <typename E, typename Out, typename Fn>
 Buffer binary_map(const Buffer& a, const Buffer& b, Fn fn) {
   Shape shape = broadcast_shape_of(a.shape, b.shape);
-  Buffer output = Buffer::allocate(Out::kDType, shape);
+  // Every element is written (after its operands are read): no zero-fill needed, and the
+  // storage may be a dying operand's (in-place).
+  Buffer output = Buffer::allocate_uninitialized(Out::kDType, shape);
   const auto* x = a.data<typename E::Storage>();
   const auto* y = b.data<typename E::Storage>();
   auto* out = output.data<typename Out::Storage>();
@@ -142,7 +144,7 @@ Buffer binary_map(const Buffer& a, const Buffer& b, Fn fn) {
 
 template <typename E, typename Fn>
 Buffer unary_map(const Buffer& x, Fn fn) {
-  Buffer output = Buffer::allocate(x.dtype, x.shape);
+  Buffer output = Buffer::allocate_uninitialized(x.dtype, x.shape);  // written in full
   const auto* in = x.data<typename E::Storage>();
   auto* out = output.data<typename E::Storage>();
   size_t num_elements = x.num_elements();

@@ -1,7 +1,5 @@
 #include "runtime/buffer_pool.h"
 
-#include <cstring>
-
 namespace pmap_engine::runtime {
 namespace {
 thread_local BufferPool* active_pool = nullptr;
@@ -24,8 +22,8 @@ void BufferPool::offer_in_place(Storage storage, bool donated) {
 
 void BufferPool::withdraw_in_place() { in_place_ = nullptr; }
 
-BufferPool::Storage BufferPool::take(size_t num_bytes) {
-  if (in_place_ && in_place_->size() == num_bytes) {
+BufferPool::Storage BufferPool::take(size_t num_bytes, bool for_overwrite) {
+  if (for_overwrite && in_place_ && in_place_->size() == num_bytes) {
     if (in_place_donated_) ++donated_reuses_;
     return std::move(in_place_);
   }
@@ -34,7 +32,6 @@ BufferPool::Storage BufferPool::take(size_t num_bytes) {
   Storage storage = std::move(found->second.first);
   if (found->second.second) ++donated_reuses_;
   free_.erase(found);
-  std::memset(storage->data(), 0, storage->size());
   return storage;
 }
 

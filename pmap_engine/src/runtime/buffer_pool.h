@@ -7,11 +7,13 @@
 #include <memory>
 #include <vector>
 
+#include "pmap_engine/array.h"
+
 namespace pmap_engine::runtime {
 
 class BufferPool {
  public:
-  using Storage = std::shared_ptr<std::vector<std::byte>>;
+  using Storage = std::shared_ptr<ByteStorage>;
 
   BufferPool() = default;
   BufferPool(const BufferPool&) = delete;
@@ -32,9 +34,10 @@ class BufferPool {
 
   // Storage nobody else holds; `donated` marks a caller's donated argument.
   void give(Storage storage, bool donated);
-  // A zeroed storage of exactly `num_bytes`, or null. An in-place candidate of that size
-  // comes first, as it is (the kernel overwrites every element it reads).
-  Storage take(size_t num_bytes);
+  // A storage of exactly `num_bytes` (contents undefined: the caller zeroes it if it needs
+  // to), or null. For an allocation the kernel will overwrite element by element
+  // (`for_overwrite`), an in-place candidate of that size comes first.
+  Storage take(size_t num_bytes, bool for_overwrite);
   // Offers an input's storage to the next allocation of the same size, for one kernel.
   void offer_in_place(Storage storage, bool donated);
   void withdraw_in_place();

@@ -51,7 +51,7 @@ class DeviceRun {
   std::vector<bool> from_donation_;
   // Live storage, counted once however many variables share it (an in-place result shares
   // its input's storage).
-  std::map<const std::vector<std::byte>*, int> storage_users_;
+  std::map<const ByteStorage*, int> storage_users_;
   int64_t live_bytes_ = 0;
   int64_t peak_bytes_ = 0;
 };

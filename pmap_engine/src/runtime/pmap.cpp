@@ -49,7 +49,7 @@ Shape without_axis(Shape shape, int64_t axis) {
 
 // Device d's slice of `source` along `axis`.
 Buffer take_slice(const Buffer& source, int64_t axis, size_t d) {
-  Buffer slice = Buffer::allocate(source.dtype, without_axis(source.shape, axis));
+  Buffer slice = Buffer::allocate_uninitialized(source.dtype, without_axis(source.shape, axis));
   const AxisLayout layout = layout_of(source.shape, axis, source.dtype);
   const auto* from = reinterpret_cast<const std::byte*>(source.bytes->data());
   auto* to = reinterpret_cast<std::byte*>(slice.bytes->data());
@@ -64,7 +64,7 @@ Buffer take_slice(const Buffer& source, int64_t axis, size_t d) {
 Buffer stack(const std::vector<Buffer>& per_device) {
   Shape shape = per_device.front().shape;
   shape.insert(shape.begin(), static_cast<int64_t>(per_device.size()));
-  Buffer out = Buffer::allocate(per_device.front().dtype, shape);
+  Buffer out = Buffer::allocate_uninitialized(per_device.front().dtype, shape);
   const size_t num_bytes = per_device.front().num_bytes();
   for (size_t d = 0; d < per_device.size(); ++d) {
     std::memcpy(out.bytes->data() + d * num_bytes, per_device[d].bytes->data(), num_bytes);
