@@ -5,15 +5,25 @@
 //   DdpTrainStep/W     one full DDP step of the mlp2-fmnist model (forward, backward with the
 //                      Reducer's bucketed all-reduce, Adam) on W ranks x 64 real Fashion-MNIST
 //                      samples; counter samples_per_second over the global batch.
+//   EnginePmapStep/W   the same step with pmap_engine: pmap over W devices, pmean of the
+//                      gradients, optax Adam, on the same samples per device. The suite ends
+//                      with a table of DDP time / engine time per W.
 // Each benchmark checks its result before it times anything and fails if it is wrong.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <iostream>
+#include <map>
+
 #include "model.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
+#include "parity/common/init_params.h"
+#include "pmap_engine/ops.h"
+#include "pmap_trainer.h"
 #include "process_group.h"
 #include "rank_pool.h"
+#include "summary_main.h"
 
 namespace parity::bench {
 namespace {
@@ -141,7 +151,94 @@ BENCHMARK(BM_DdpTrainStep)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+void BM_EnginePmapStep(benchmark::State& state) {
+  namespace pe = pmap_engine;
+  const int64_t num_devices = state.range(0);
+  const int64_t per_device_batch = 64;
+  static const Dataset train = load_fashion_mnist("train");
+  CaseSpec spec = load_case("mlp2-fmnist", {"parallel.replicas=" + std::to_string(num_devices)});
+  // Replicas are checked bit for bit after every call (the correctness check before timing,
+  // and on every timed step too: its cost is part of the engine's number).
+  pe::Pmapped step =
+      cases::make_pmap_train_step(spec, pe::DeviceSet(static_cast<int>(num_devices)),
+                                  cases::GradientReduction::kMean, /*check_replicas=*/true);
+  const NamedTensors init = init_mlp_params(spec.model.widths, 0, 0.01);
+  pe::Tree single = cases::params_from_tensors(init);
+  auto replicate = [num_devices](const pe::Tree& tree) {
+    return pe::tree_map(
+        [num_devices](const pe::Array& leaf) {
+          std::vector<pe::Array> copies(static_cast<size_t>(num_devices), pe::expand_dims(leaf, 0));
+          return pe::concatenate(copies, 0);
+        },
+        tree);
+  };
+  pe::Tree params = replicate(single);
+  pe::Tree opt_state = replicate(cases::make_optimizer(spec.train).init(single));
+  const size_t num_values = static_cast<size_t>(num_devices * per_device_batch * 784);
+  std::vector<float> x(train.features.begin(), train.features.begin() + num_values);
+  std::vector<int32_t> y(train.labels.begin(),
+                         train.labels.begin() + num_devices * per_device_batch);
+  pe::Array inputs = pe::Array::from_floats({num_devices, per_device_batch, 784}, x);
+  pe::Array labels = pe::Array::from_ints({num_devices, per_device_batch}, y);
+  try {
+    pe::Tree out = step({params, opt_state, inputs, labels});
+    params = out[0];
+    opt_state = out[1];
+    for (auto _ : state) {
+      out = step({params, opt_state, inputs, labels});
+      params = out[0];
+      opt_state = out[1];
+    }
+  } catch (const pe::EngineError& error) {
+    state.SkipWithError(error.what());
+    return;
+  }
+  state.counters["samples_per_second"] =
+      benchmark::Counter(static_cast<double>(num_devices * per_device_batch * state.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_EnginePmapStep)
+    ->ArgName("ranks")
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(4)
+    ->Arg(8)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Prints DDP step time / engine step time for each rank count, and fails the suite when a
+// benchmark failed its correctness check.
+class SpeedupReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& run : runs) {
+      failed_ = failed_ || run.error_occurred;
+      times_[run.run_name.args][run.run_name.function_name] = run.GetAdjustedRealTime();
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  int finish() const {
+    std::cout << "\nmlp2-fmnist step, ranks x 64 samples: DDP (c10d Reducer over Gloo) vs "
+                 "pmap_engine\n";
+    for (const auto& [args, by_function] : times_) {
+      auto ddp = by_function.find("BM_DdpTrainStep");
+      auto engine = by_function.find("BM_EnginePmapStep");
+      if (ddp == by_function.end() || engine == by_function.end()) continue;
+      std::cout << fmt::format("{:<10} ddp {:8.2f} ms   engine {:8.2f} ms   speedup {:.2f}x\n",
+                               args, ddp->second, engine->second, ddp->second / engine->second);
+    }
+    if (failed_) std::cout << "FAILED: a benchmark failed its correctness check (see above)\n";
+    return failed_ ? 1 : 0;
+  }
+
+ private:
+  std::map<std::string, std::map<std::string, double>> times_;
+  bool failed_ = false;
+};
+
 }  // namespace
 }  // namespace parity::bench
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  return parity::bench::run_with_summary<parity::bench::SpeedupReporter>(argc, argv);
+}
