@@ -83,6 +83,17 @@ BENCHMARK(BM_GlooAllReduce)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// The train-step benchmarks run 1, 2, 4 and 8 ranks (devices), timed in wall-clock ms.
+void sweep_ranks(benchmark::internal::Benchmark* benchmark) {
+  benchmark->ArgName("ranks")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->UseRealTime()->Unit(
+      benchmark::kMillisecond);
+}
+
+void report_samples_per_second(benchmark::State& state, int64_t samples_per_step) {
+  state.counters["samples_per_second"] = benchmark::Counter(
+      static_cast<double>(samples_per_step * state.iterations()), benchmark::Counter::kIsRate);
+}
+
 struct RankState {
   ddp_ref::Mlp model{nullptr};
   std::unique_ptr<ddp_ref::DistributedDataParallel> ddp;
@@ -138,18 +149,9 @@ void BM_DdpTrainStep(benchmark::State& state) {
 
   for (auto _ : state) pool.run(step);
 
-  state.counters["samples_per_second"] =
-      benchmark::Counter(static_cast<double>(world_size * per_rank_batch * state.iterations()),
-                         benchmark::Counter::kIsRate);
+  report_samples_per_second(state, world_size * per_rank_batch);
 }
-BENCHMARK(BM_DdpTrainStep)
-    ->ArgName("ranks")
-    ->Arg(1)
-    ->Arg(2)
-    ->Arg(4)
-    ->Arg(8)
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DdpTrainStep)->Apply(sweep_ranks);
 
 void BM_EnginePmapStep(benchmark::State& state) {
   namespace pe = pmap_engine;
@@ -164,16 +166,9 @@ void BM_EnginePmapStep(benchmark::State& state) {
                                   cases::GradientReduction::kMean, /*check_replicas=*/true);
   const NamedTensors init = init_mlp_params(spec.model.widths, 0, 0.01);
   pe::Tree single = cases::params_from_tensors(init);
-  auto replicate = [num_devices](const pe::Tree& tree) {
-    return pe::tree_map(
-        [num_devices](const pe::Array& leaf) {
-          std::vector<pe::Array> copies(static_cast<size_t>(num_devices), pe::expand_dims(leaf, 0));
-          return pe::concatenate(copies, 0);
-        },
-        tree);
-  };
-  pe::Tree params = replicate(single);
-  pe::Tree opt_state = replicate(cases::make_optimizer(spec.train).init(single));
+  pe::Tree params = cases::replicate(single, num_devices);
+  pe::Tree opt_state =
+      cases::replicate(cases::make_optimizer(spec.train).init(single), num_devices);
   const size_t num_values = static_cast<size_t>(num_devices * per_device_batch * 784);
   std::vector<float> x(train.features.begin(), train.features.begin() + num_values);
   std::vector<int32_t> y(train.labels.begin(),
@@ -193,18 +188,9 @@ void BM_EnginePmapStep(benchmark::State& state) {
     state.SkipWithError(error.what());
     return;
   }
-  state.counters["samples_per_second"] =
-      benchmark::Counter(static_cast<double>(num_devices * per_device_batch * state.iterations()),
-                         benchmark::Counter::kIsRate);
+  report_samples_per_second(state, num_devices * per_device_batch);
 }
-BENCHMARK(BM_EnginePmapStep)
-    ->ArgName("ranks")
-    ->Arg(1)
-    ->Arg(2)
-    ->Arg(4)
-    ->Arg(8)
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EnginePmapStep)->Apply(sweep_ranks);
 
 // Prints DDP step time / engine step time for each rank count, and fails the suite when a
 // benchmark failed its correctness check.

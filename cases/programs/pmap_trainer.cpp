@@ -23,23 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr const char* kAxis = "data";
 
-// N copies of every leaf, stacked on a new leading device axis (jax.device_put_replicated).
-pe::Tree replicate(const pe::Tree& tree, int64_t num_devices) {
-  return pe::tree_map(
-      [num_devices](const pe::Array& leaf) {
-        const pe::Buffer& source = leaf.buffer();
-        pe::Shape shape = source.shape;
-        shape.insert(shape.begin(), num_devices);
-        pe::Buffer stacked = pe::Buffer::allocate(source.dtype, shape);
-        for (int64_t d = 0; d < num_devices; ++d) {
-          std::memcpy(stacked.bytes->data() + static_cast<size_t>(d) * source.num_bytes(),
-                      source.bytes->data(), source.num_bytes());
-        }
-        return pe::Array(stacked);
-      },
-      tree);
-}
-
 // Device d's value of a tree with a leading device axis (params[d] in JAX).
 pe::Tree device_slice(const pe::Tree& tree, int64_t d) {
   return pe::tree_map(
@@ -61,19 +44,6 @@ double global_l2_norm(const pe::Tree& tree) {
     for (double value : leaf.to_doubles()) sum_of_squares += value * value;
   }
   return std::sqrt(sum_of_squares);
-}
-
-// The same digest ddp_ref records per replica: FNV-1a over canonical names and f32 bytes.
-int64_t params_digest(const pe::Tree& params) {
-  Fnv1a64 digest;
-  for (const auto& [name, tensor] : tensors_from_params(params)) {
-    digest.update(name);
-    digest.update(tensor.bytes.data(), tensor.bytes.size());
-  }
-  const uint64_t value = digest.value();
-  int64_t as_signed;
-  std::memcpy(&as_signed, &value, sizeof value);
-  return as_signed;
 }
 
 // The step's inputs: device d gets what ddp_ref's rank d reads, stacked on the device axis.
@@ -138,6 +108,22 @@ void evaluate(const CaseSpec& spec, const pe::Tree& params, RunInfo& info) {
 }
 
 }  // namespace
+
+pe::Tree replicate(const pe::Tree& tree, int64_t num_devices) {
+  return pe::tree_map(
+      [num_devices](const pe::Array& leaf) {
+        const pe::Buffer& source = leaf.buffer();
+        pe::Shape shape = source.shape;
+        shape.insert(shape.begin(), num_devices);
+        pe::Buffer stacked = pe::Buffer::allocate(source.dtype, shape);
+        for (int64_t d = 0; d < num_devices; ++d) {
+          std::memcpy(stacked.bytes->data() + static_cast<size_t>(d) * source.num_bytes(),
+                      source.bytes->data(), source.num_bytes());
+        }
+        return pe::Array(stacked);
+      },
+      tree);
+}
 
 pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
                                  GradientReduction reduction, bool check_replicas) {
@@ -239,7 +225,9 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
       }
       HostTensor digests = HostTensor::zeros(DType::I64, {num_devices});
       for (int64_t d = 0; d < num_devices; ++d) {
-        digests.data_as<int64_t>()[d] = params_digest(device_slice(params, d));
+        // The digest ddp_ref records per replica, stored bit for bit in an I64 slot.
+        const uint64_t digest = digest_named_tensors(tensors_from_params(device_slice(params, d)));
+        std::memcpy(digests.data_as<int64_t>() + d, &digest, sizeof digest);
       }
       tensors.emplace("replicas/param_digests", std::move(digests));
       writer.write_tensors(s, tensors);

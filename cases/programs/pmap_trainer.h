@@ -12,6 +12,9 @@
 
 namespace parity::cases {
 
+// N copies of every leaf, stacked on a new leading device axis (jax.device_put_replicated).
+pe::Tree replicate(const pe::Tree& tree, int64_t num_devices);
+
 // How the per-device gradients are combined inside the step: pmean is the data-parallel
 // average DDP computes; psum is pitfall P2 (the sum, N times larger).
 enum class GradientReduction { kMean, kSum };

@@ -39,4 +39,13 @@ std::string digest_sample_ids(const std::vector<int64_t>& ids) {
   return digest.hex();
 }
 
+uint64_t digest_named_tensors(const NamedTensors& tensors) {
+  Fnv1a64 digest;
+  for (const auto& [name, tensor] : tensors) {
+    digest.update(name);
+    digest.update(tensor.bytes.data(), tensor.bytes.size());
+  }
+  return digest.value();
+}
+
 }  // namespace parity

@@ -117,15 +117,6 @@ void check_gradients_finite(Mlp& model, int64_t step) {
   }
 }
 
-uint64_t params_digest(Mlp& model) {
-  Fnv1a64 digest;
-  for (const auto& [name, tensor] : export_canonical_params(model)) {
-    digest.update(name);
-    digest.update(tensor.bytes.data(), tensor.bytes.size());
-  }
-  return digest.value();
-}
-
 void apply_fault(const std::optional<FaultInjection>& fault, int64_t rank, int64_t step) {
   if (!fault || fault->rank != rank || fault->step != step) return;
   if (fault->kind == FaultInjection::Kind::kThrow) {
@@ -259,7 +250,7 @@ void RankTrainer::record_tensors(int64_t step, const NamedTensors& grads) {
   }
   std::vector<double> digests = in_collective("replica digest all-gather", rank_, step, [&] {
     double as_double;
-    uint64_t digest = params_digest(model_);
+    uint64_t digest = digest_named_tensors(export_canonical_params(model_));
     std::memcpy(&as_double, &digest, sizeof digest);  // carried bit for bit through a double
     return all_gather_doubles(*group_, {as_double}, world_size_);
   });

@@ -15,6 +15,7 @@
 #include "parity/common/run_dir.h"
 #include "parity/common/tensor_file.h"
 #include "parity/ddp_ref/ddp_ref.h"
+#include "tensor_compare.h"
 
 namespace parity::cases {
 namespace {
@@ -83,12 +84,7 @@ void expect_engine_matches_ddp(const std::vector<std::string>& overrides, const 
   for (const auto& [param, tensor] : engine.final_params) {
     const HostTensor& reference = recorded.at("params/" + param);
     ASSERT_EQ(reference.shape, tensor.shape) << param;
-    double worst = 0;
-    for (size_t i = 0; i < tensor.num_elements(); ++i) {
-      worst = std::max(
-          worst, std::abs(double(tensor.data_as<float>()[i]) - reference.data_as<float>()[i]));
-    }
-    EXPECT_LE(worst, 1e-4) << param;
+    EXPECT_LE(testing::max_abs_difference(tensor, reference), 1e-4) << param;
   }
 }
 

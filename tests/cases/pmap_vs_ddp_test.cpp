@@ -15,6 +15,7 @@
 #include "parity/common/tensor_file.h"
 #include "parity/ddp_ref/ddp_ref.h"
 #include "pmap_trainer.h"
+#include "tensor_compare.h"
 
 namespace parity::cases {
 namespace {
@@ -44,22 +45,6 @@ std::filesystem::path train_pmap(const CaseSpec& spec, const std::filesystem::pa
   options.reduction = reduction;
   run_pmap(spec, options);
   return out;
-}
-
-double max_abs(const HostTensor& t) {
-  double worst = 0;
-  for (size_t i = 0; i < t.num_elements(); ++i) {
-    worst = std::max(worst, double(std::abs(t.data_as<float>()[i])));
-  }
-  return worst;
-}
-
-double max_abs_difference(const HostTensor& a, const HostTensor& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.num_elements(); ++i) {
-    worst = std::max(worst, std::abs(double(a.data_as<float>()[i]) - b.data_as<float>()[i]));
-  }
-  return worst;
 }
 
 TEST(PmapVsDdp, EightDevicesWithPmeanMatchDdpWithEightRanksFor200AdamSteps) {
@@ -94,9 +79,11 @@ TEST(PmapVsDdp, EightDevicesWithPmeanMatchDdpWithEightRanksFor200AdamSteps) {
   for (const char* name : {"dense0.kernel", "dense0.bias", "dense1.kernel", "dense1.bias"}) {
     const std::string grad = std::string("grads/") + name;
     const std::string param = std::string("params/") + name;
-    EXPECT_LE(max_abs_difference(engine0.at(grad), ddp0.at(grad)), 1e-6 * max_abs(ddp0.at(grad)))
+    EXPECT_LE(testing::max_abs_difference(engine0.at(grad), ddp0.at(grad)),
+              1e-6 * testing::max_abs(ddp0.at(grad)))
         << grad;
-    EXPECT_LE(max_abs_difference(engine_last.at(param), ddp_last.at(param)), 1e-4) << param;
+    EXPECT_LE(testing::max_abs_difference(engine_last.at(param), ddp_last.at(param)), 1e-4)
+        << param;
   }
   // Every device holds the same parameters, as every DDP rank does.
   const HostTensor& digests = engine_last.at("replicas/param_digests");

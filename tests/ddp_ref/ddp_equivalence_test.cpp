@@ -14,6 +14,7 @@
 #include "parity/common/run_dir.h"
 #include "parity/common/tensor_file.h"
 #include "parity/ddp_ref/ddp_ref.h"
+#include "tensor_compare.h"
 #include "trainer.h"
 
 namespace parity::ddp_ref {
@@ -87,15 +88,6 @@ void expect_losses_match(const RunDir& ddp, const ReferenceRun& reference) {
   EXPECT_LT(reference.losses.back(), 0.95 * reference.losses.front());
 }
 
-double max_abs_difference(const HostTensor& a, const HostTensor& b) {
-  EXPECT_EQ(a.shape, b.shape);
-  double worst = 0;
-  for (size_t i = 0; i < a.num_elements(); ++i) {
-    worst = std::max(worst, std::abs(double(a.data_as<float>()[i]) - b.data_as<float>()[i]));
-  }
-  return worst;
-}
-
 TEST(DdpEquivalence, EightRanksOfSixtyFourEqualOneProcessOnTheGlobalBatch) {
   for (const char* optimizer : {"sgd", "adam"}) {
     SCOPED_TRACE(optimizer);
@@ -113,7 +105,7 @@ TEST(DdpEquivalence, EightRanksOfSixtyFourEqualOneProcessOnTheGlobalBatch) {
     NamedTensors recorded = read_step_tensors(ddp.dir, kSteps - 1);
     for (const auto& [name, tensor] : reference.final_params) {
       ASSERT_TRUE(recorded.count("params/" + name)) << name;
-      EXPECT_LE(max_abs_difference(recorded.at("params/" + name), tensor), 1e-5) << name;
+      EXPECT_LE(testing::max_abs_difference(recorded.at("params/" + name), tensor), 1e-5) << name;
     }
     // Every replica holds the same parameters after the update.
     const HostTensor& digests = recorded.at("replicas/param_digests");

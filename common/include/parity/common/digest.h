@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "parity/common/host_tensor.h"
+
 namespace parity {
 
 class Fnv1a64 {
@@ -20,6 +22,11 @@ class Fnv1a64 {
  private:
   uint64_t state_ = 14695981039346656037ull;
 };
+
+// Digest of named tensors: each name, then its bytes, in name order. Both producers record
+// each replica's parameters with it, so equal digests mean bit-identical replicas across
+// engines too.
+uint64_t digest_named_tensors(const NamedTensors& tensors);
 
 // Digest of a list of sample ids as little-endian int64 values.
 std::string digest_sample_ids(const std::vector<int64_t>& ids);
