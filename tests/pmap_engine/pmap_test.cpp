@@ -97,8 +97,8 @@ TEST(Pmap, InAxesThatDoNotMatchTheArgumentsAreRefused) {
         f({Array::from_floats({2}, {0, 1}), Array::from_floats({2}, {0, 1})});
       },
       ::testing::ThrowsMessage<EngineError>(
-          HasSubstr("in_axes must have one entry per positional argument: got (0,) "
-                    "for 2 arguments")));
+          HasSubstr("pmap in_axes specification must be a tree prefix of the corresponding "
+                    "value, got specification (0,) for value tree (*, *)")));
   PmapOptions scalar = on_devices(2);
   Pmapped g = pmap([](const std::vector<Tree>& a) { return Tree(a[0].leaf()); }, scalar);
   EXPECT_THAT([&] { g({Array::scalar(1.0)}); },
@@ -179,7 +179,8 @@ TEST(PmapReplicationCheck, NamesTheFirstDivergentLeafAndDevice) {
       },
       options);
   Tree out = synchronised({params, grads});
-  EXPECT_EQ(out[0]["w"].leaf().to_floats(), (std::vector<float>{1, 0.75f, 1, 0.75f, 1, 0.75f, 1, 0.75f}));
+  EXPECT_EQ(out[0]["w"].leaf().to_floats(),
+            (std::vector<float>{1, 0.75f, 1, 0.75f, 1, 0.75f, 1, 0.75f}));
 }
 
 }  // namespace

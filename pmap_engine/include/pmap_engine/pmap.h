@@ -1,7 +1,11 @@
 // pmap: maps a function over devices, as jax.pmap. Inside the function every array is one
 // device's value (the mapped axis removed); collectives over `axis_name` combine the devices'
-// values. Outputs carry the leading device axis (out_axes 0) or are one value that is the same
-// on every device (out_axes None, checked).
+// values. Outputs carry a device axis (out_axes 0, or another position) or are one value that
+// is the same on every device (out_axes None, checked bit for bit).
+//
+// As in JAX >= 0.8 (jax/_src/pmap.py), pmap is shard_map on a one-axis mesh of the first
+// axis-size devices: in_axes k becomes PartitionSpec(None, ..., axis_name) with axis_name at
+// position k, the mapped dimension squeezed inside; out_axes likewise; check_vma=False.
 #pragma once
 
 #include <optional>
@@ -9,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "pmap_engine/axis_spec.h"
 #include "pmap_engine/device.h"
 #include "pmap_engine/transforms.h"
 
@@ -16,12 +21,14 @@ namespace pmap_engine {
 
 struct PmapOptions {
   std::string axis_name = "i";
-  // One entry per argument: the axis to map (negative counts from the end), or nullopt to give
-  // every device the whole argument (in_axes=None). Empty: every argument mapped on axis 0.
-  std::vector<std::optional<int64_t>> in_axes;
-  // One entry per top-level output (when the result is a tuple) or one for all: 0 stacks the
-  // devices' values on a new leading axis; nullopt returns the value all devices agree on.
-  std::vector<std::optional<int64_t>> out_axes;
+  // One entry per positional argument: the axis to map (negative counts from the end),
+  // std::nullopt to give every device the whole argument (in_axes=None), or a tuple/dict
+  // AxisSpec, a tree prefix of the argument. Empty: every argument mapped on axis 0.
+  std::vector<AxisSpec> in_axes;
+  // One entry for all outputs, or one per top-level output (a tuple result): where the device
+  // axis goes in each output (0: leading; negative counts from the end), or std::nullopt to
+  // return the value all devices agree on. Empty: 0.
+  std::vector<AxisSpec> out_axes;
   std::set<size_t> donate_argnums;
   std::set<size_t> static_broadcasted_argnums;
   // Debug check: top-level outputs (positions in the returned tuple; 0 for a single result)

@@ -14,6 +14,7 @@
 // printed program of a train step shows forward, backward and update.
 #include <map>
 
+#include "ir/axis_env.h"
 #include "ir/trace.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/transforms.h"
@@ -27,13 +28,30 @@ struct TracedFunction {
   Tree output;  // structure of f's result (leaves are tracers; only the structure is used)
 };
 
+// Under shard_map(check_vma=True) JAX's autodiff follows the varying-manual-axes types: psum
+// transposes to pvary (jax/_src/lax/parallel.py, _psum_invariant_transpose_rule), and a
+// replicated value meeting a varying one is pvary'd, whose transpose is a psum. The engine's
+// rules are pmap's (check_vma=False: psum transposes to psum, nothing implicit), so it refuses
+// rather than silently giving pmap's gradient.
+void refuse_under_checked_shard_map() {
+  for (const ir::AxisFrame& axis : ir::bound_axes()) {
+    if (!axis.check_vma) continue;
+    throw EngineError("grad inside shard_map(check_vma=True) over mesh axis '" + axis.name +
+                      "': JAX differentiates it with the varying-manual-axes rules (psum "
+                      "transposes to pvary, replicated inputs are psum'd), which the engine "
+                      "does not model. Pass check_vma=false to shard_map: the semantics pmap "
+                      "uses, modelled exactly (psum transposes to psum)");
+  }
+}
+
 TracedFunction trace_function(const TreeFunction& function, const std::vector<Tree>& args) {
   TracedFunction traced;
   ir::TraceContext trace;
   std::vector<Tree> tracer_args;
   for (const auto& arg : args) {
     std::vector<Array> tracers;
-    for (const auto& leaf : arg.leaves()) tracers.push_back(trace.new_input(leaf.dtype(), leaf.shape()));
+    for (const auto& leaf : arg.leaves())
+      tracers.push_back(trace.new_input(leaf.dtype(), leaf.shape()));
     tracer_args.push_back(arg.unflatten(tracers));
   }
   traced.output = function(tracer_args);
@@ -66,9 +84,11 @@ const Array& loss_of(const Tree& output, bool has_aux) {
   const Tree& loss = has_aux ? output[0] : output;
   const Array& value = loss.leaf();
   if (!value.shape().empty() || !is_floating(value.dtype())) {
-    throw EngineError("Gradient only defined for scalar-output functions with a float output. "
-                      "Output was " + type_to_string(value.dtype(), value.shape()) +
-                      (value.shape().empty() ? "" : "; reduce it (e.g. mean) to a scalar"));
+    throw EngineError(
+        "Gradient only defined for scalar-output functions with a float output. "
+        "Output was " +
+        type_to_string(value.dtype(), value.shape()) +
+        (value.shape().empty() ? "" : "; reduce it (e.g. mean) to a scalar"));
   }
   return value;
 }
@@ -78,6 +98,7 @@ const Array& loss_of(const Tree& output, bool has_aux) {
 TreeFunction value_and_grad(TreeFunction function, std::vector<size_t> argnums, bool has_aux) {
   return [function, argnums, has_aux](const std::vector<Tree>& args) -> Tree {
     check_differentiable(args, argnums);
+    refuse_under_checked_shard_map();
     TracedFunction traced = trace_function(function, args);
     loss_of(traced.output, has_aux);
     const ir::Program& program = traced.program;
@@ -87,8 +108,7 @@ TreeFunction value_and_grad(TreeFunction function, std::vector<size_t> argnums, 
     std::map<int, bool> needs_cotangent;
     size_t input_index = 0;
     for (size_t a = 0; a < args.size(); ++a) {
-      const bool differentiated =
-          std::find(argnums.begin(), argnums.end(), a) != argnums.end();
+      const bool differentiated = std::find(argnums.begin(), argnums.end(), a) != argnums.end();
       for (const auto& leaf : args[a].leaves()) {
         int var = program.inputs[input_index++];
         values[var] = leaf;
@@ -146,8 +166,7 @@ TreeFunction value_and_grad(TreeFunction function, std::vector<size_t> argnums, 
           {inputs, outputs, equation.params, output_cotangents, std::move(wanted)});
       for (size_t i = 0; i < equation.inputs.size(); ++i) {
         const int var = equation.inputs[i];
-        if (!needs_cotangent[var] || i >= input_cotangents.size() ||
-            !input_cotangents[i].valid()) {
+        if (!needs_cotangent[var] || i >= input_cotangents.size() || !input_cotangents[i].valid()) {
           continue;
         }
         auto found = cotangents.find(var);

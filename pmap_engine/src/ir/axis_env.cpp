@@ -6,30 +6,32 @@
 
 namespace pmap_engine::ir {
 namespace {
-thread_local std::vector<AxisFrame> bound_axes;
+thread_local std::vector<AxisFrame> frames;
 }
 
-ScopedAxis::ScopedAxis(std::string name, int64_t size) {
-  bound_axes.push_back({std::move(name), size});
+const std::vector<AxisFrame>& bound_axes() { return frames; }
+
+ScopedAxis::ScopedAxis(std::string name, int64_t size, bool check_vma) {
+  frames.push_back({std::move(name), size, check_vma});
 }
-ScopedAxis::~ScopedAxis() { bound_axes.pop_back(); }
+ScopedAxis::~ScopedAxis() { frames.pop_back(); }
 
 std::vector<std::string> bound_axis_names() {
   std::vector<std::string> names;
-  for (const auto& frame : bound_axes) names.push_back(frame.name);
+  for (const auto& frame : frames) names.push_back(frame.name);
   return names;
 }
 
 const AxisFrame& find_axis(const std::string& name, const char* op) {
-  for (auto it = bound_axes.rbegin(); it != bound_axes.rend(); ++it) {
+  for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
     if (it->name == name) return *it;
   }
   // JAX (jax/_src/core.py, axis lookup): NameError("unbound axis name: {name}. The following
   // axis names (e.g. defined by pmap) are available to collective operations: {names}").
   std::ostringstream names;
   names << "[";
-  for (size_t i = 0; i < bound_axes.size(); ++i) {
-    names << (i ? ", " : "") << "'" << bound_axes[i].name << "'";
+  for (size_t i = 0; i < frames.size(); ++i) {
+    names << (i ? ", " : "") << "'" << frames[i].name << "'";
   }
   names << "]";
   throw EngineError(std::string(op) + ": unbound axis name: " + name +

@@ -12,12 +12,15 @@ namespace pmap_engine::ir {
 struct AxisFrame {
   std::string name;
   int64_t size = 0;
+  // Bound by shard_map with check_vma=True, whose autodiff differs from pmap's (see
+  // pmap_engine/shard_map.h): value_and_grad refuses to run inside it.
+  bool check_vma = false;
 };
 
 // Binds `name` with `size` for the lifetime of the object (on this thread).
 class ScopedAxis {
  public:
-  ScopedAxis(std::string name, int64_t size);
+  ScopedAxis(std::string name, int64_t size, bool check_vma = false);
   ~ScopedAxis();
   ScopedAxis(const ScopedAxis&) = delete;
   ScopedAxis& operator=(const ScopedAxis&) = delete;
@@ -28,5 +31,7 @@ class ScopedAxis {
 // collective operations: [...]", plus the fix.
 const AxisFrame& find_axis(const std::string& name, const char* op);
 std::vector<std::string> bound_axis_names();
+// Every frame bound on this thread, outermost first.
+const std::vector<AxisFrame>& bound_axes();
 
 }  // namespace pmap_engine::ir

@@ -28,13 +28,43 @@ ExecutionResult execute(const ir::Program& program, std::vector<Buffer> inputs,
   return result;
 }
 
+namespace {
+
+// The device groups a collective over `axis_name` spans: devices that share every other mesh
+// coordinate, each group in coordinate order along the axis.
+std::vector<std::vector<size_t>> collective_groups(const std::vector<MeshAxis>& mesh_axes,
+                                                   const std::string& axis_name,
+                                                   size_t num_devices) {
+  size_t position = 0;
+  while (position < mesh_axes.size() && mesh_axes[position].name != axis_name) ++position;
+  if (position == mesh_axes.size()) {
+    throw std::logic_error("collective over axis '" + axis_name + "', which the mesh lacks");
+  }
+  size_t stride = 1;
+  for (size_t i = position + 1; i < mesh_axes.size(); ++i) {
+    stride *= static_cast<size_t>(mesh_axes[i].size);
+  }
+  const size_t size = static_cast<size_t>(mesh_axes[position].size);
+  std::vector<std::vector<size_t>> groups;
+  for (size_t d = 0; d < num_devices; ++d) {
+    if ((d / stride) % size != 0) continue;  // not the first device of its group
+    std::vector<size_t> group;
+    for (size_t j = 0; j < size; ++j) group.push_back(d + j * stride);
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+}  // namespace
+
 // Devices run in lockstep by segments: the equations between two collectives run on every
 // device in parallel (a few workers, each looping over its devices: cheaper than a thread per
 // device when devices outnumber cores); a collective then runs once across all devices, in
 // device order, which makes its reduction order fixed.
 MappedExecutionResult execute_mapped(const ir::Program& program,
                                      std::vector<std::vector<Buffer>> per_device_inputs,
-                                     const std::vector<bool>& donated) {
+                                     const std::vector<bool>& donated,
+                                     const std::vector<MeshAxis>& mesh_axes) {
   const size_t num_devices = per_device_inputs.size();
   const Liveness liveness(program);
   std::vector<std::unique_ptr<DeviceRun>> devices;
@@ -63,11 +93,14 @@ MappedExecutionResult execute_mapped(const ir::Program& program,
     const ir::Equation& equation = program.equations[e];
     if (equation.primitive->kernel) continue;
     run_segment(segment_begin, e);
-    std::vector<std::vector<const Buffer*>> operands;
-    for (const auto& device : devices) operands.push_back(device->operands(e));
-    std::vector<std::vector<Buffer>> results =
-        equation.primitive->collective_kernel(operands, equation.params);
-    for (size_t d = 0; d < num_devices; ++d) devices[d]->finish(e, std::move(results[d]));
+    for (const auto& group :
+         collective_groups(mesh_axes, equation.params.text("axis_name"), num_devices)) {
+      std::vector<std::vector<const Buffer*>> operands;
+      for (size_t d : group) operands.push_back(devices[d]->operands(e));
+      std::vector<std::vector<Buffer>> results =
+          equation.primitive->collective_kernel(operands, equation.params);
+      for (size_t j = 0; j < group.size(); ++j) devices[group[j]]->finish(e, std::move(results[j]));
+    }
     ++result.num_collectives;
     segment_begin = e + 1;
   }

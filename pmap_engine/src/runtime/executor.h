@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ir/program.h"
+#include "pmap_engine/mesh.h"
 #include "pmap_engine/transforms.h"
 
 namespace pmap_engine::runtime {
@@ -34,9 +35,12 @@ struct MappedExecutionResult {
   int64_t donated_reuses = 0;
 };
 
-// Runs `program` on every device of the mapped axis (one entry of per_device_inputs each).
+// Runs `program` on every device of a mesh (one entry of per_device_inputs each, in the mesh's
+// row-major device order). A collective over axis A runs once per group of devices that differ
+// only in their coordinate on A, in coordinate order.
 MappedExecutionResult execute_mapped(const ir::Program& program,
                                      std::vector<std::vector<Buffer>> per_device_inputs,
-                                     const std::vector<bool>& donated);
+                                     const std::vector<bool>& donated,
+                                     const std::vector<MeshAxis>& mesh_axes);
 
 }  // namespace pmap_engine::runtime

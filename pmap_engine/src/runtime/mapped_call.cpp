@@ -1,0 +1,306 @@
+#include "runtime/mapped_call.h"
+
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <sstream>
+
+#include "ir/axis_env.h"
+#include "ir/varying_axes.h"
+#include "runtime/executor.h"
+#include "runtime/program_cache.h"
+
+namespace pmap_engine::runtime {
+namespace {
+
+std::string leaf_name(const std::vector<std::string>& paths, size_t o) {
+  return paths[o].empty() ? std::to_string(o) : paths[o];
+}
+
+// The top-level output each leaf of `output` belongs to: its tuple position, or 0.
+std::vector<size_t> top_level_positions(const Tree& output) {
+  std::vector<size_t> positions;
+  if (output.kind() != Tree::Kind::kTuple) {
+    positions.assign(output.leaves().size(), 0);
+    return positions;
+  }
+  for (size_t c = 0; c < output.children().size(); ++c) {
+    positions.insert(positions.end(), output.children()[c].leaves().size(), c);
+  }
+  return positions;
+}
+
+// The first element where `other` differs from `reference` bit for bit, or nullopt.
+std::optional<size_t> first_difference(const Buffer& reference, const Buffer& other) {
+  if (reference.bytes == other.bytes ||
+      std::memcmp(reference.bytes->data(), other.bytes->data(), reference.num_bytes()) == 0) {
+    return std::nullopt;  // the common case, in one pass
+  }
+  const size_t element_bytes = dtype_num_bytes(reference.dtype);
+  for (size_t i = 0; i < reference.num_elements(); ++i) {
+    if (std::memcmp(reference.bytes->data() + i * element_bytes,
+                    other.bytes->data() + i * element_bytes, element_bytes) != 0) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string element_pair(const Buffer& a, const Buffer& b, size_t at) {
+  std::ostringstream out;
+  out << Array(a).to_doubles()[at] << " vs " << Array(b).to_doubles()[at];
+  return out.str();
+}
+
+// pmap's debug check: outputs meant to be replicated (parameters after a synchronised update)
+// must be bit-identical on every device (pitfalls P4, P11).
+void check_replicated(const std::vector<std::vector<Buffer>>& per_device, const Tree& output,
+                      const std::set<size_t>& checked) {
+  if (checked.empty()) return;
+  const std::vector<size_t> positions = top_level_positions(output);
+  const std::vector<std::string> paths = output.leaf_paths();
+  for (size_t o = 0; o < positions.size(); ++o) {
+    if (!checked.count(positions[o])) continue;
+    for (size_t d = 1; d < per_device.size(); ++d) {
+      std::optional<size_t> at = first_difference(per_device[0][o], per_device[d][o]);
+      if (!at) continue;
+      throw EngineError("replication check: output " + leaf_name(paths, o) +
+                        " differs between device 0 and device " + std::to_string(d) +
+                        " (first at element " + std::to_string(*at) + ": " +
+                        element_pair(per_device[0][o], per_device[d][o], *at) +
+                        "). The replicas have diverged: reduce gradients (pmean) before the "
+                        "update and initialise parameters once, then broadcast them (pitfalls "
+                        "P4, P11).");
+    }
+  }
+}
+
+// The device whose block stands for device p's: the same coordinates on the axes the output
+// is split over, coordinate 0 on the others.
+int64_t representative(const Mesh& mesh, uint64_t split_axes, int64_t device) {
+  int64_t flat = 0;
+  for (size_t a = 0; a < mesh.axes().size(); ++a) {
+    const int64_t coordinate = (split_axes >> a) & 1 ? mesh.coordinate(device, a) : 0;
+    flat = flat * mesh.axes()[a].size + coordinate;
+  }
+  return flat;
+}
+
+std::string axis_names(const Mesh& mesh, uint64_t axes) {
+  std::string names;
+  for (size_t a = 0; a < mesh.axes().size(); ++a) {
+    if ((axes >> a) & 1) names += (names.empty() ? "'" : ", '") + mesh.axes()[a].name + "'";
+  }
+  return names;
+}
+
+}  // namespace
+
+struct MappedFunction::State {
+  TreeFunction function;
+  MappedFunctionOptions options;
+  ProgramCache cache;
+  mutable std::mutex mutex;  // guards `last`
+  MappedExecutionStats last;
+
+  std::vector<std::vector<BlockLayout>> input_layouts(const Mesh& mesh,
+                                                      const std::vector<Tree>& args,
+                                                      const InShardings& in) const {
+    std::vector<std::vector<BlockLayout>> layouts(args.size());
+    for (size_t a = 0; a < args.size(); ++a) {
+      if (options.static_argnums.count(a)) continue;
+      const std::vector<Array> leaves = args[a].leaves();
+      const std::vector<std::string> paths = args[a].leaf_paths();
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        const std::string where = options.what + " argument " + std::to_string(a) +
+                                  (paths[i].empty() ? "" : " at " + paths[i]);
+        layouts[a].emplace_back(mesh, in.at(a).at(i), leaves[i].shape(), where);
+      }
+    }
+    return layouts;
+  }
+
+  std::string signature(const Mesh& mesh, const std::vector<Tree>& args,
+                        const InShardings& in) const {
+    std::ostringstream out;
+    out << mesh.to_string() << "|";
+    for (const auto& argument : in) {
+      for (const auto& leaf : argument) {
+        out << leaf.spec.to_string()
+            << (leaf.squeezed_dim ? "~" + std::to_string(*leaf.squeezed_dim) : "") << ";";
+      }
+      out << "|";
+    }
+    return out.str() + call_signature(args, options.static_argnums);
+  }
+
+  TracedFunction trace(const Mesh& mesh, const std::vector<Tree>& args,
+                       const std::vector<std::vector<BlockLayout>>& layouts,
+                       const OutShardings& out) const {
+    std::vector<std::unique_ptr<ir::ScopedAxis>> bound;
+    for (const MeshAxis& axis : mesh.axes()) {
+      bound.push_back(std::make_unique<ir::ScopedAxis>(axis.name, axis.size, options.check_vma));
+    }
+    TracedFunction traced = trace_function(
+        function, args, options.static_argnums,
+        [&](size_t a, size_t i, const Array&) { return layouts[a][i].device_shape(); },
+        options.what);
+    if (options.check_vma) check_output_replication(mesh, traced, layouts, out);
+    return traced;
+  }
+
+  // shard_map's check_vma: every output must be invariant along the mesh axes its out_spec
+  // leaves out.
+  void check_output_replication(const Mesh& mesh, const TracedFunction& traced,
+                                const std::vector<std::vector<BlockLayout>>& layouts,
+                                const OutShardings& out) const {
+    std::vector<uint64_t> input_axes;
+    for (const auto& argument : layouts) {
+      for (const auto& layout : argument) input_axes.push_back(layout.named_axes());
+    }
+    const std::vector<uint64_t> varying = ir::infer_varying_axes(
+        traced.program, input_axes,
+        [&](const std::string& name) { return uint64_t{1} << mesh.axis_position(name); });
+    const std::vector<LeafSharding> shardings = out(traced.output);
+    const std::vector<std::string> paths = traced.output.leaf_paths();
+    for (size_t o = 0; o < shardings.size(); ++o) {
+      const BlockLayout layout = BlockLayout::for_output(
+          mesh, shardings[o],
+          traced.program.vars[static_cast<size_t>(traced.program.outputs[o])].shape,
+          options.what + " output " + leaf_name(paths, o));
+      const uint64_t unproven =
+          varying[static_cast<size_t>(traced.program.outputs[o])] & ~layout.named_axes();
+      if (unproven == 0) continue;
+      // jax/_src/shard_map.py (_check_reps / _spec_rank_error family): out_specs that require
+      // replication which can't be statically inferred given the mesh.
+      throw EngineError(options.what +
+                        " applied to the function was given out_specs which "
+                        "require replication which can't be statically inferred given the "
+                        "mesh " +
+                        mesh.to_string() + ": output " + leaf_name(paths, o) +
+                        " has "
+                        "out_specs " +
+                        shardings[o].spec.to_string() +
+                        ", which implies it is "
+                        "replicated across mesh axis " +
+                        axis_names(mesh, unproven) +
+                        ", but it varies along it. Reduce it over that axis first (psum, pmean, "
+                        "all_gather), name the axis in out_specs, or pass check_vma=false");
+    }
+  }
+
+  // Device p's inputs: fresh blocks of split leaves, shared storage of unsplit ones.
+  std::vector<std::vector<Buffer>> per_device_inputs(
+      const Mesh& mesh, const std::vector<Tree>& args,
+      const std::vector<std::vector<BlockLayout>>& layouts, std::vector<bool>& donated) const {
+    std::vector<std::vector<Buffer>> per_device(static_cast<size_t>(mesh.size()));
+    for (size_t a = 0; a < args.size(); ++a) {
+      if (options.static_argnums.count(a)) continue;
+      const bool donate = options.donate_argnums.count(a) > 0;
+      std::vector<Array> leaves = args[a].leaves();
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        const BlockLayout& layout = layouts[a][i];
+        const Buffer& source = leaves[i].buffer(options.what.c_str());
+        for (int64_t d = 0; d < mesh.size(); ++d) {
+          per_device[static_cast<size_t>(d)].push_back(layout.is_split() ? layout.extract(source, d)
+                                                                         : source);
+        }
+        // A donated split leaf's blocks are fresh buffers the program may overwrite; the
+        // caller's array is deleted, as a donated jax.Array is.
+        donated.push_back(donate && layout.is_split());
+        if (donate) leaves[i].donate();
+      }
+    }
+    return per_device;
+  }
+
+  // The global value of output o from every device's block.
+  Array assemble(const Mesh& mesh, const std::vector<std::vector<Buffer>>& per_device, size_t o,
+                 const LeafSharding& sharding, const std::string& name) const {
+    const Buffer& first = per_device[0][o];
+    const BlockLayout layout =
+        BlockLayout::for_output(mesh, sharding, first.shape, options.what + " output " + name);
+    const uint64_t all_axes = (uint64_t{1} << mesh.axes().size()) - 1;
+    const uint64_t replicated = all_axes & ~layout.named_axes();
+    if (replicated && !options.check_vma) {
+      for (int64_t d = 0; d < mesh.size(); ++d) {
+        const int64_t r = representative(mesh, layout.named_axes(), d);
+        const std::optional<size_t> at = first_difference(per_device[static_cast<size_t>(r)][o],
+                                                          per_device[static_cast<size_t>(d)][o]);
+        if (!at) continue;
+        throw EngineError(options.what + ": output " + name +
+                          " is returned without a device "
+                          "axis along mesh axis " +
+                          axis_names(mesh, replicated) +
+                          " (out_axes "
+                          "None / out_specs " +
+                          sharding.spec.to_string() +
+                          ") but differs "
+                          "between device " +
+                          std::to_string(r) + " and device " + std::to_string(d) +
+                          " (first at element " + std::to_string(*at) +
+                          "); only values that are the same on every device (after psum or "
+                          "pmean) can be returned without a device axis");
+      }
+    }
+    if (!layout.is_split() && !sharding.squeezed_dim) return Array(first);
+    Buffer global = Buffer::allocate_uninitialized(first.dtype, layout.global_shape());
+    for (int64_t d = 0; d < mesh.size(); ++d) {
+      if (representative(mesh, layout.named_axes(), d) != d) continue;
+      layout.insert(per_device[static_cast<size_t>(d)][o], d, global);
+    }
+    return Array(global);
+  }
+};
+
+MappedFunction::MappedFunction(TreeFunction function, MappedFunctionOptions options)
+    : state_(std::make_shared<State>()) {
+  state_->function = std::move(function);
+  state_->options = std::move(options);
+}
+
+Tree MappedFunction::operator()(const Mesh& mesh, const std::vector<Tree>& args,
+                                const InShardings& in, const OutShardings& out) const {
+  State& state = *state_;
+  const auto layouts = state.input_layouts(mesh, args, in);
+  const TracedFunction& compiled = state.cache.get(
+      state.signature(mesh, args, in), [&] { return state.trace(mesh, args, layouts, out); });
+
+  std::vector<bool> donated;
+  std::vector<std::vector<Buffer>> per_device =
+      state.per_device_inputs(mesh, args, layouts, donated);
+  MappedExecutionResult result =
+      execute_mapped(compiled.program, std::move(per_device), donated, mesh.axes());
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.last.peak_bytes_per_device = result.peak_bytes_per_device;
+    state.last.num_ops = static_cast<int64_t>(compiled.program.equations.size());
+    state.last.num_collectives = result.num_collectives;
+    state.last.donated_reuses = result.donated_reuses;
+  }
+  check_replicated(result.per_device_outputs, compiled.output,
+                   state.options.check_replicated_outputs);
+
+  const std::vector<LeafSharding> shardings = out(compiled.output);
+  const std::vector<std::string> paths = compiled.output.leaf_paths();
+  std::vector<Array> outputs;
+  for (size_t o = 0; o < shardings.size(); ++o) {
+    outputs.push_back(
+        state.assemble(mesh, result.per_device_outputs, o, shardings[o], leaf_name(paths, o)));
+  }
+  return compiled.output.unflatten(outputs);
+}
+
+std::string MappedFunction::program_text(const Mesh& mesh, const std::vector<Tree>& args,
+                                         const InShardings& in, const OutShardings& out) const {
+  return state_->trace(mesh, args, state_->input_layouts(mesh, args, in), out).program.to_string();
+}
+
+CacheStats MappedFunction::cache_stats() const { return state_->cache.stats(); }
+
+MappedExecutionStats MappedFunction::last_execution() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->last;
+}
+
+}  // namespace pmap_engine::runtime
