@@ -48,3 +48,5 @@ parity_find_package(OpenBLAS libopenblas-dev)
 add_library(parity::openblas INTERFACE IMPORTED GLOBAL)
 target_link_libraries(parity::openblas INTERFACE ${OpenBLAS_LIBRARIES})
 target_include_directories(parity::openblas SYSTEM INTERFACE ${OpenBLAS_INCLUDE_DIRS})
+
+include(ParityCuda)

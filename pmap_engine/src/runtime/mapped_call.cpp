@@ -261,6 +261,7 @@ MappedFunction::MappedFunction(TreeFunction function, MappedFunctionOptions opti
 
 Tree MappedFunction::operator()(const Mesh& mesh, const std::vector<Tree>& args,
                                 const InShardings& in, const OutShardings& out) const {
+  require_executable(mesh.devices());
   State& state = *state_;
   const auto layouts = state.input_layouts(mesh, args, in);
   const TracedFunction& compiled = state.cache.get(
