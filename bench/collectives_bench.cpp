@@ -1,30 +1,43 @@
 // One all-reduce of the same float32 bytes, engine vs Gloo (participants are devices / rank
-// threads of this process, one intra-op thread):
-//   EnginePsum/P/B       pmap_engine's psum collective kernel (pmap_engine/src/ops/
-//                        collectives.cpp) over P devices of B bytes each, called as the mapped
-//                        executor calls it: once, on one thread, with every device's operand.
-//   GlooAllReduce/P/B    c10d::ProcessGroupGloo allreduce of B bytes on P rank threads.
+// threads of this process):
+//   EngineMappedPsum/P/B a pmapped psum as a JAX user runs one on a sharded array: the traced
+//                        per-device program `psum(x, 'x')` run by the mapped executor
+//                        (runtime::execute_mapped) on P devices whose B-byte inputs are already
+//                        resident (no slicing of a host array, no stacking of the outputs,
+//                        traced once before timing); each device gets its own result buffer.
+//   EnginePsum/P/B       the psum collective kernel alone (pmap_engine/src/ops/collectives.cpp),
+//                        called as the executor calls it: once, with every device's operand.
+//   GlooAllReduce/P/B    c10d::ProcessGroupGloo allreduce, in place, of B bytes on P rank threads
+//                        (one intra-op thread each).
+// What differs: Gloo reduces in place over loopback TCP between P threads; the engine reads
+// the P inputs in shared memory and writes P fresh outputs (allocation and first-touch page
+// faults included, as in a real step). The public pmap() call on a host-stacked [P, ...] array
+// would add a copy of every input block and of every output block around this.
 // Counters as nccl-tests reports them: algbw = bytes / time, busbw = algbw * 2(P-1)/P
 // (doc/PERFORMANCE.md). Each benchmark checks its sum before it times anything and fails if it
 // is wrong: device d holds d+1 in every element, so the sum P(P+1)/2 is exact in float32.
-// At the end the suite prints the engine / Gloo throughput ratio per (P, B).
+// At the end the suite prints the engine / Gloo throughput ratios per (P, B).
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "blas_info.h"
+#include "ir/axis_env.h"
 #include "ir/params.h"
 #include "ir/primitive.h"
 #include "pmap_engine/array.h"
 #include "pmap_engine/collectives.h"
+#include "pmap_engine/mesh.h"
 #include "process_group.h"
+#include "runtime/executor.h"
+#include "runtime/program_cache.h"
 #include "rank_pool.h"
 #include "summary_main.h"
 
@@ -95,6 +108,60 @@ void BM_EnginePsum(benchmark::State& state) {
   set_bandwidth_counters(state, participants, num_bytes);
 }
 
+// True when every device holds exactly `expected` in every element.
+bool holds_sum(const std::vector<std::vector<pe::Buffer>>& per_device, int64_t num_elements,
+               float expected, std::string* error) {
+  for (size_t d = 0; d < per_device.size(); ++d) {
+    const pe::Buffer& out = per_device[d].at(0);
+    const float* values = out.data<float>();
+    if (out.num_elements() != static_cast<size_t>(num_elements) ||
+        !std::all_of(values, values + num_elements, [&](float v) { return v == expected; })) {
+      *error = fmt::format("device {} holds a wrong sum", d);
+      return false;
+    }
+  }
+  return true;
+}
+
+void BM_EngineMappedPsum(benchmark::State& state) {
+  const int64_t participants = state.range(0);
+  const int64_t num_bytes = state.range(1);
+  const int64_t num_elements = num_bytes / static_cast<int64_t>(sizeof(float));
+  // Resident per-device inputs, as a sharded array's shards.
+  std::vector<std::vector<pe::Buffer>> inputs(participants);
+  for (int64_t d = 0; d < participants; ++d) {
+    pe::Buffer buffer = pe::Buffer::allocate(pe::DType::f32, {num_elements});
+    std::fill_n(buffer.data<float>(), num_elements, static_cast<float>(d + 1));
+    inputs[d].push_back(std::move(buffer));
+  }
+  // The per-device program, traced once with the axis bound (pmap's trace, without the cache).
+  pe::runtime::TracedFunction traced = [&] {
+    pe::ir::ScopedAxis axis("x", participants);
+    return pe::runtime::trace_function(
+        [](const std::vector<pe::Tree>& args) { return pe::Tree(pe::psum(args[0].leaf(), "x")); },
+        {pe::Tree(pe::Array(inputs[0][0]))}, {},
+        [](size_t, size_t, const pe::Array& leaf) { return leaf.shape(); }, "psum bench");
+  }();
+  const std::vector<bool> donated = {false};
+  const std::vector<pe::MeshAxis> mesh = {{"x", participants}};
+  auto run = [&] { return pe::runtime::execute_mapped(traced.program, inputs, donated, mesh); };
+
+  // Correctness first.
+  {
+    std::string error;
+    if (!holds_sum(run().per_device_outputs, num_elements, expected_sum(participants), &error)) {
+      state.SkipWithError(error.c_str());
+      return;
+    }
+  }
+
+  for (auto _ : state) {
+    auto result = run();
+    benchmark::DoNotOptimize(result);
+  }
+  set_bandwidth_counters(state, participants, num_bytes);
+}
+
 void BM_GlooAllReduce(benchmark::State& state) {
   torch::set_num_threads(1);
   const int64_t participants = state.range(0);
@@ -135,6 +202,7 @@ void grid(benchmark::internal::Benchmark* b) {
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond);
 }
+BENCHMARK(BM_EngineMappedPsum)->Apply(grid);
 BENCHMARK(BM_EnginePsum)->Apply(grid);
 BENCHMARK(BM_GlooAllReduce)->Apply(grid);
 
@@ -145,7 +213,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
     for (const auto& run : runs) {
       if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
       Result& result = results_[run.run_name.args][run.run_name.function_name];
-      result.seconds = run.GetAdjustedRealTime();
+      result.seconds = run.real_accumulated_time / static_cast<double>(run.iterations);
       auto busbw = run.counters.find("busbw_GBps");
       if (busbw != run.counters.end()) result.busbw = busbw->second;
     }
@@ -155,19 +223,28 @@ class RatioReporter : public benchmark::ConsoleReporter {
 
   // Non-zero when a benchmark failed its correctness check (SkipWithError).
   int finish() const {
-    std::cout << "\nengine psum / Gloo allreduce throughput (>1: engine faster)\n";
-    std::cout << fmt::format("{:<34} {:>8} {:>14} {:>14}\n", "participants/bytes", "ratio",
-                             "engine busbw", "gloo busbw");
+    std::cout << "\nengine / Gloo allreduce throughput (>1: engine faster); mapped: pmapped psum on "
+                 "resident shards, kernel: the psum kernel alone\n";
+    std::cout << fmt::format("{:<34} {:>9} {:>9} {:>14} {:>14}\n", "participants/bytes",
+                             "mapped", "kernel", "mapped busbw", "gloo busbw");
     for (const auto& [args, by_function] : results_) {
-      auto engine = by_function.find("BM_EnginePsum");
+      auto mapped = by_function.find("BM_EngineMappedPsum");
+      auto kernel = by_function.find("BM_EnginePsum");
       auto gloo = by_function.find("BM_GlooAllReduce");
-      if (engine == by_function.end() || gloo == by_function.end()) continue;
-      std::cout << fmt::format("{:<34} {:>8.2f} {:>9.2f} GB/s {:>9.2f} GB/s\n", args,
-                               gloo->second.seconds / engine->second.seconds, engine->second.busbw,
-                               gloo->second.busbw);
+      if (gloo == by_function.end()) continue;
+      if (mapped == by_function.end() && kernel == by_function.end()) continue;
+      auto ratio = [&](const auto& engine) {
+        return engine == by_function.end()
+                   ? std::string("-")
+                   : fmt::format("{:.2f}", gloo->second.seconds / engine->second.seconds);
+      };
+      std::cout << fmt::format(
+          "{:<34} {:>9} {:>9} {:>9} GB/s {:>9.2f} GB/s\n", args, ratio(mapped), ratio(kernel),
+          mapped == by_function.end() ? std::string("-")
+                                      : fmt::format("{:.2f}", mapped->second.busbw),
+          gloo->second.busbw);
     }
-    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-    std::cout << "OPENBLAS_CORETYPE: " << (coretype ? coretype : "unset") << "\n";
+    std::cout << blas_summary_line() << "\n";
     if (failed_) std::cout << "FAILED: a collective computed a wrong sum (see above)\n";
     return failed_ ? 1 : 0;
   }
@@ -197,5 +274,6 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace parity::bench
 
 int main(int argc, char** argv) {
-  return parity::bench::run_with_summary<parity::bench::RatioReporter>(argc, argv);
+  return parity::bench::run_with_summary<parity::bench::RatioReporter>(
+      argc, argv, parity::bench::add_blas_context);
 }

@@ -9,12 +9,15 @@
 //                      gradients, optax Adam, on the same samples per device. The suite ends
 //                      with a table of DDP time / engine time per W.
 // Each benchmark checks its result before it times anything and fails if it is wrong.
+// OpenBLAS (shared by LibTorch and the engine) is set to one thread before any benchmark runs;
+// the context and the summary name its kernel (openblas_get_corename) and OPENBLAS_CORETYPE.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
 #include <iostream>
 #include <map>
 
+#include "blas_info.h"
 #include "model.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
@@ -213,6 +216,7 @@ class SpeedupReporter : public benchmark::ConsoleReporter {
       std::cout << fmt::format("{:<10} ddp {:8.2f} ms   engine {:8.2f} ms   speedup {:.2f}x\n",
                                args, ddp->second, engine->second, ddp->second / engine->second);
     }
+    std::cout << blas_summary_line() << "\n";
     if (failed_) std::cout << "FAILED: a benchmark failed its correctness check (see above)\n";
     return failed_ ? 1 : 0;
   }
@@ -226,5 +230,8 @@ class SpeedupReporter : public benchmark::ConsoleReporter {
 }  // namespace parity::bench
 
 int main(int argc, char** argv) {
-  return parity::bench::run_with_summary<parity::bench::SpeedupReporter>(argc, argv);
+  return parity::bench::run_with_summary<parity::bench::SpeedupReporter>(argc, argv, [] {
+    parity::bench::use_single_threaded_blas();
+    parity::bench::add_blas_context();
+  });
 }

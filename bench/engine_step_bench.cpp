@@ -4,17 +4,39 @@
 //                     torch::optim::Adam), one intra-op thread like the engine
 // Both start from the same parameters and batch and are checked to produce the same first
 // loss before they are timed. The suite prints engine time / LibTorch time at the end.
+//
+// And the GEMM FLOP rate of those steps (issue 4): every dot_general of the traced step, at
+// batch 64 (one device of the 8-device pmap step) and 512 (this one-device step), from the
+// program itself (forward x @ W, backward dW and dx as the VJP traces them):
+//   EngineGemm/<shape>   the engine's dot_general kernel as the executor runs it (output
+//                        storage from a buffer pool, zero-filled, then OpenBLAS sgemm with the
+//                        transposes the kernel picks)
+//   OpenBlasGemm/<shape> cblas_sgemm called directly on the same operands and transposes
+// Each shape is checked first: the two results must agree (the table says whether bit for
+// bit). Counter GFLOPs = 2*M*N*K / time. OpenBLAS runs single-threaded for both, as the engine
+// sets it; the context and the summary name the kernel that ran (openblas_get_corename) and
+// OPENBLAS_CORETYPE.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <iostream>
 #include <map>
+#include <random>
+#include <string>
+#include <vector>
 
+#include "blas_info.h"
+#include "ir/primitive.h"
 #include "mlp_program.h"
 #include "model.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
 #include "parity/common/init_params.h"
+#include "runtime/buffer_pool.h"
+#include "runtime/program_cache.h"
 #include "summary_main.h"
 
 namespace parity::bench {
@@ -85,43 +107,233 @@ void BM_TorchEagerStep(benchmark::State& state) {
 }
 BENCHMARK(BM_TorchEagerStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// Keeps each run's time per iteration and first loss, to print the ratio and check agreement.
+
+// --- GEMM FLOP rate ---
+
+// One dot_general of the traced step, as the engine's direct-gemm path runs it: out[m, n] =
+// op(lhs) @ op(rhs), lhs [m, k] or (trans_a) [k, m], rhs [k, n] or (trans_b) [n, k].
+struct GemmCase {
+  std::string name;  // "b64/2: 784x256x64 TN" (batch/position: M x N x K, op(lhs) op(rhs))
+  pe::Shape lhs;
+  pe::Shape rhs;
+  pe::ir::Params params;
+  bool trans_a = false;
+  bool trans_b = false;
+  int m = 0;
+  int n = 0;
+  int k = 0;
+  double flops() const { return 2.0 * m * n * k; }
+};
+
+// The dot_generals of the mlp2-fmnist step traced at `batch` samples.
+std::vector<GemmCase> step_gemms(int64_t batch) {
+  CaseSpec spec = load_case("mlp2-fmnist", {"parallel.replicas=1",
+                                            "data.per_replica_batch=" + std::to_string(batch)});
+  const int64_t features = spec.model.widths.front();
+  pe::Jitted step = cases::make_train_step(spec);
+  pe::Tree params = cases::params_from_tensors(
+      init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
+  pe::Tree opt_state = cases::make_optimizer(spec.train).init(params);
+  pe::Array x = pe::Array::from_floats(
+      {batch, features}, std::vector<float>(static_cast<size_t>(batch * features), 0.0f));
+  pe::Array y = pe::Array::from_ints({batch}, std::vector<int32_t>(static_cast<size_t>(batch), 0));
+  // The jitted step inlines into this trace, so its program is the step's program.
+  pe::runtime::TracedFunction traced = pe::runtime::trace_function(
+      [&](const std::vector<pe::Tree>& args) { return step(args); }, {params, opt_state, x, y},
+      {}, [](size_t, size_t, const pe::Array& leaf) { return leaf.shape(); }, "gemm shapes");
+  std::vector<GemmCase> cases;
+  for (const auto& equation : traced.program.equations) {
+    if (equation.primitive->name != "dot_general") continue;
+    GemmCase g;
+    g.lhs = traced.program.vars[static_cast<size_t>(equation.inputs[0])].shape;
+    g.rhs = traced.program.vars[static_cast<size_t>(equation.inputs[1])].shape;
+    g.params = equation.params;
+    const auto lhs_contracting = equation.params.ints("lhs_contracting");
+    const auto rhs_contracting = equation.params.ints("rhs_contracting");
+    if (g.lhs.size() != 2 || g.rhs.size() != 2 || lhs_contracting.size() != 1 ||
+        rhs_contracting.size() != 1 || !equation.params.ints("lhs_batch").empty()) {
+      std::cerr << "gemm shapes: skipping a dot_general that is not a plain matrix product\n";
+      continue;
+    }
+    g.trans_a = lhs_contracting[0] == 0;
+    g.trans_b = rhs_contracting[0] == 1;
+    g.m = static_cast<int>(g.lhs[g.trans_a ? 1 : 0]);
+    g.k = static_cast<int>(g.lhs[g.trans_a ? 0 : 1]);
+    g.n = static_cast<int>(g.rhs[g.trans_b ? 0 : 1]);
+    g.name = "b" + std::to_string(batch) + "/" + std::to_string(cases.size()) + ": " +
+             std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + " " +
+             (g.trans_a ? "T" : "N") + (g.trans_b ? "T" : "N");
+    cases.push_back(std::move(g));
+  }
+  return cases;
+}
+
+pe::Buffer random_matrix(const pe::Shape& shape, uint32_t seed) {
+  pe::Buffer buffer = pe::Buffer::allocate(pe::DType::f32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  float* values = buffer.data<float>();
+  for (size_t i = 0; i < buffer.num_elements(); ++i) values[i] = uniform(rng);
+  return buffer;
+}
+
+void report_gflops(benchmark::State& state, const GemmCase& g) {
+  state.counters["GFLOPs"] =
+      benchmark::Counter(g.flops() / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_EngineGemm(benchmark::State& state, const GemmCase& g) {
+  const pe::ir::Primitive& dot = pe::ir::find_primitive("dot_general");
+  const pe::Buffer a = random_matrix(g.lhs, 1);
+  const pe::Buffer b = random_matrix(g.rhs, 2);
+  const std::vector<const pe::Buffer*> operands = {&a, &b};
+  // As the executor runs a kernel: allocations come from the device's pool, and a dead result
+  // goes back to it.
+  pe::runtime::BufferPool pool;
+  pe::runtime::BufferPool::Active active(pool);
+
+  // Correctness first: the same product as cblas_sgemm's.
+  std::vector<pe::Buffer> out = dot.kernel(operands, g.params);
+  std::vector<float> expected(static_cast<size_t>(g.m) * static_cast<size_t>(g.n));
+  reference_sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, a.data<float>(), b.data<float>(),
+                  expected.data());
+  if (out.at(0).num_elements() != expected.size()) {
+    state.SkipWithError("engine result has the wrong size");
+    return;
+  }
+  const float* got = out[0].data<float>();
+  double worst = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - expected[i]) /
+                                (1.0 + std::abs(static_cast<double>(expected[i]))));
+  }
+  const bool bitwise =
+      std::memcmp(got, expected.data(), expected.size() * sizeof(float)) == 0;
+  state.counters["bitwise_equal"] = bitwise ? 1 : 0;
+  state.counters["max_rel_diff"] = worst;
+  if (worst > 1e-5) {
+    state.SkipWithError("engine dot_general and cblas_sgemm disagree");
+    return;
+  }
+  pool.give(std::move(out[0].bytes), false);
+
+  for (auto _ : state) {
+    std::vector<pe::Buffer> result = dot.kernel(operands, g.params);
+    benchmark::DoNotOptimize(result[0].bytes->data());
+    pool.give(std::move(result[0].bytes), false);
+  }
+  report_gflops(state, g);
+}
+
+void BM_OpenBlasGemm(benchmark::State& state, const GemmCase& g) {
+  const pe::Buffer a = random_matrix(g.lhs, 1);
+  const pe::Buffer b = random_matrix(g.rhs, 2);
+  std::vector<float> c(static_cast<size_t>(g.m) * static_cast<size_t>(g.n));
+  for (auto _ : state) {
+    reference_sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, a.data<float>(), b.data<float>(),
+                    c.data());
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  report_gflops(state, g);
+}
+
+std::vector<GemmCase>& gemm_cases() {
+  static std::vector<GemmCase> cases;
+  return cases;
+}
+
+// Traces the step at both batch sizes and registers one engine and one OpenBLAS benchmark per
+// dot_general; also fixes OpenBLAS at one thread and records which kernel it runs.
+void register_gemm_benchmarks() {
+  use_single_threaded_blas();
+  add_blas_context();
+  for (int64_t batch : {64, 512}) {
+    for (GemmCase& g : step_gemms(batch)) gemm_cases().push_back(std::move(g));
+  }
+  for (const GemmCase& g : gemm_cases()) {
+    benchmark::RegisterBenchmark(("BM_EngineGemm/" + g.name).c_str(), BM_EngineGemm, g)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("BM_OpenBlasGemm/" + g.name).c_str(), BM_OpenBlasGemm, g)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+}
+
+// Keeps each run's time per iteration and first loss, to print the ratio and check agreement;
+// and the GEMM runs, to print engine vs OpenBLAS GFLOP/s per shape.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& run : runs) {
-      seconds_[run.run_name.function_name] = run.GetAdjustedRealTime();
+      failed_ = failed_ || run.error_occurred;
+      if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
+      const std::string& name = run.run_name.function_name;
+      seconds_[name] = run.real_accumulated_time / static_cast<double>(run.iterations);
       auto loss = run.counters.find("first_loss");
-      if (loss != run.counters.end()) first_loss_[run.run_name.function_name] = loss->second;
+      if (loss != run.counters.end()) first_loss_[name] = loss->second;
+      auto bitwise = run.counters.find("bitwise_equal");
+      if (bitwise != run.counters.end()) bitwise_[name] = bitwise->second != 0;
     }
     ConsoleReporter::ReportRuns(runs);
   }
   int finish() const {
+    int status = failed_ ? 1 : 0;
+    print_gemms();
     auto engine = seconds_.find("BM_EngineTrainStep");
     auto torch = seconds_.find("BM_TorchEagerStep");
-    if (engine == seconds_.end() || torch == seconds_.end()) return 0;
-    const double engine_loss = first_loss_.at("BM_EngineTrainStep");
-    const double torch_loss = first_loss_.at("BM_TorchEagerStep");
-    std::cout << fmt::format(
-        "engine / LibTorch eager step time: {:.2f} (engine {:.2f} ms, LibTorch {:.2f} ms); "
-        "first loss {:.6f} vs {:.6f}\n",
-        engine->second / torch->second, engine->second, torch->second, engine_loss, torch_loss);
-    if (std::abs(engine_loss - torch_loss) > 1e-5 * std::abs(torch_loss)) {
-      std::cout << "FAILED: the two steps computed different losses; the timing compares "
-                   "different work\n";
-      return 1;
+    if (engine != seconds_.end() && torch != seconds_.end()) {
+      const double engine_loss = first_loss_.at("BM_EngineTrainStep");
+      const double torch_loss = first_loss_.at("BM_TorchEagerStep");
+      std::cout << fmt::format(
+          "engine / LibTorch eager step time: {:.2f} (engine {:.2f} ms, LibTorch {:.2f} ms); "
+          "first loss {:.6f} vs {:.6f}\n",
+          engine->second / torch->second, engine->second * 1e3, torch->second * 1e3, engine_loss,
+          torch_loss);
+      if (std::abs(engine_loss - torch_loss) > 1e-5 * std::abs(torch_loss)) {
+        std::cout << "FAILED: the two steps computed different losses; the timing compares "
+                     "different work\n";
+        status = 1;
+      }
     }
-    return 0;
+    std::cout << blas_summary_line() << "\n";
+    if (failed_) std::cout << "FAILED: a benchmark failed its correctness check (see above)\n";
+    return status;
   }
 
  private:
+  void print_gemms() const {
+    bool header = false;
+    for (const GemmCase& g : gemm_cases()) {
+      auto engine = seconds_.find("BM_EngineGemm/" + g.name);
+      auto blas = seconds_.find("BM_OpenBlasGemm/" + g.name);
+      if (engine == seconds_.end() || blas == seconds_.end()) continue;
+      if (!header) {
+        std::cout << "\nGEMM of the mlp2-fmnist step (MxNxK, op(A) op(B)): engine dot_general vs "
+                     "cblas_sgemm, one thread\n"
+                  << fmt::format("{:<22} {:>12} {:>12} {:>13} {:>8}\n", "batch/dot: shape",
+                                 "engine GF/s", "OpenBLAS GF/s", "engine/BLAS", "bitwise");
+        header = true;
+      }
+      auto bitwise = bitwise_.find("BM_EngineGemm/" + g.name);
+      std::cout << fmt::format(
+          "{:<22} {:>12.2f} {:>12.2f} {:>13.2f} {:>8}\n", g.name, g.flops() / engine->second / 1e9,
+          g.flops() / blas->second / 1e9, blas->second / engine->second,
+          bitwise == bitwise_.end() ? "?" : (bitwise->second ? "yes" : "no"));
+    }
+  }
+
   std::map<std::string, double> seconds_;
   std::map<std::string, double> first_loss_;
+  std::map<std::string, bool> bitwise_;
+  bool failed_ = false;
 };
 
 }  // namespace
 }  // namespace parity::bench
 
 int main(int argc, char** argv) {
-  return parity::bench::run_with_summary<parity::bench::RatioReporter>(argc, argv);
+  return parity::bench::run_with_summary<parity::bench::RatioReporter>(
+      argc, argv, parity::bench::register_gemm_benchmarks);
 }
