@@ -104,10 +104,10 @@ pe::optim::GradientTransformation make_optimizer(const TrainSpec& train) {
   if (train.optimizer == "sgd") {
     parts.push_back(optim::sgd(train.lr, train.momentum, train.nesterov));
   } else if (train.optimizer == "adam") {
-    parts.push_back(optim::adam(train.lr, train.beta1, train.beta2, train.eps));
+    parts.push_back(optim::adam(train.lr, train.beta1, train.beta2, train.eps, train.eps_root));
   } else if (train.optimizer == "adamw") {
-    parts.push_back(
-        optim::adamw(train.lr, train.beta1, train.beta2, train.eps, train.weight_decay));
+    parts.push_back(optim::adamw(train.lr, train.beta1, train.beta2, train.eps, train.eps_root,
+                                 train.weight_decay));
   } else {
     throw InternalError("optimizer '" + train.optimizer + "' passed case validation");
   }

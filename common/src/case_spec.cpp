@@ -70,6 +70,7 @@ const std::vector<SectionSchema>& schema() {
         {"beta1", Kind::kFloat},
         {"beta2", Kind::kFloat},
         {"eps", Kind::kFloat},
+        {"eps_root", Kind::kFloat},
         {"clip_grad_norm", Kind::kFloat},
         {"grad_accum_steps", Kind::kInteger},
         {"dtype", Kind::kString},
@@ -450,6 +451,7 @@ CaseSpec read_case(CaseReader& reader) {
   reader.read("train", "beta1", spec.train.beta1);
   reader.read("train", "beta2", spec.train.beta2);
   reader.read("train", "eps", spec.train.eps);
+  reader.read("train", "eps_root", spec.train.eps_root);
   reader.read("train", "clip_grad_norm", spec.train.clip_grad_norm);
   reader.read("train", "grad_accum_steps", spec.train.grad_accum_steps);
   reader.read("train", "dtype", spec.train.dtype);
@@ -492,9 +494,10 @@ class CaseChecker {
     at_least("train.steps", spec_.train.steps, 1);
     at_least("train.grad_accum_steps", spec_.train.grad_accum_steps, 1);
     positive("train.lr", spec_.train.lr);
-    positive("train.eps", spec_.train.eps);
+    non_negative("train.eps", spec_.train.eps);  // torch and optax both accept eps = 0
     positive("init.scale", spec_.init.scale);
     non_negative("train.weight_decay", spec_.train.weight_decay);
+    non_negative("train.eps_root", spec_.train.eps_root);
     non_negative("train.clip_grad_norm", spec_.train.clip_grad_norm);
     in_unit_interval("train.momentum", spec_.train.momentum);
     in_unit_interval("train.beta1", spec_.train.beta1);
@@ -859,6 +862,7 @@ std::string CaseSpec::to_toml() const {
       << "beta1 = " << format_float(train.beta1) << "\n"
       << "beta2 = " << format_float(train.beta2) << "\n"
       << "eps = " << format_float(train.eps) << "\n"
+      << "eps_root = " << format_float(train.eps_root) << "\n"
       << "clip_grad_norm = " << format_float(train.clip_grad_norm) << "\n"
       << "grad_accum_steps = " << train.grad_accum_steps << "\n"
       << "dtype = " << quote(train.dtype) << "\n"

@@ -56,6 +56,12 @@ void check_supported(const CaseSpec& spec) {
         "use --set train.dtype=f32",
         spec.name, spec.train.dtype));
   }
+  if (spec.train.eps_root != 0.0) {
+    throw InputError(fmt::format(
+        "case {}: train.eps_root = {} has no torch.optim equivalent (torch's Adam adds eps "
+        "outside the sqrt only); ddp_ref trains eps_root = 0: use --set train.eps_root=0",
+        spec.name, spec.train.eps_root));
+  }
 }
 
 // A rank's failure as its thread saw it.

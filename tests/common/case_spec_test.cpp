@@ -312,7 +312,7 @@ TEST(CaseSpec, OverrideErrorsNameTheOverride) {
             "string");
   EXPECT_EQ(load_error("mlp2-fmnist", {"train.zzz=1"}),
             "--set train.zzz=1: unknown key 'zzz' in [train]; the keys of [train] are steps, "
-            "optimizer, lr, momentum, nesterov, weight_decay, beta1, beta2, eps, "
+            "optimizer, lr, momentum, nesterov, weight_decay, beta1, beta2, eps, eps_root, "
             "clip_grad_norm, grad_accum_steps, dtype, record_steps");
 }
 

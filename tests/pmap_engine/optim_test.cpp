@@ -289,16 +289,45 @@ TEST(OptimAdam, EqualsTorchAdamWithinRoundingForTenSteps) {
   expect_trajectory_near(run.params_after_step, torch, 1e-13);
 }
 
+TEST(OptimAdam, EpsRootGoesInsideTheSqrt) {
+  // optax/_src/transform.py scale_by_adam: mu_hat / (sqrt(nu_hat + eps_root) + eps). Derived on
+  // the host in double as in the test above, with eps_root added under the root; eps_root = 1e-2
+  // is large enough that the trajectory differs visibly from plain Adam's.
+  const double lr = 0.05, b1 = 0.9, b2 = 0.99, eps = 1e-8, eps_root = 1e-2;
+  const size_t num_steps = 5;
+  OptimizerRun run = run_optimizer(optim::adam(lr, b1, b2, eps, eps_root), num_steps);
+
+  std::vector<double> p = flatten(initial_params());
+  const std::vector<double> k = {1.0, 2.0, 0.5, 1.5, 4.0, 0.25};
+  std::vector<double> m(p.size(), 0.0);
+  std::vector<double> v(p.size(), 0.0);
+  Trajectory expected;
+  for (size_t t = 1; t <= num_steps; ++t) {
+    const double bc1 = 1.0 - std::pow(b1, static_cast<double>(t));
+    const double bc2 = 1.0 - std::pow(b2, static_cast<double>(t));
+    for (size_t i = 0; i < p.size(); ++i) {
+      const double g = k[i] * p[i];
+      m[i] = b1 * m[i] + (1.0 - b1) * g;
+      v[i] = b2 * v[i] + (1.0 - b2) * g * g;
+      p[i] -= lr * (m[i] / bc1) / (std::sqrt(v[i] / bc2 + eps_root) + eps);
+    }
+    expected.push_back(p);
+  }
+  expect_trajectory_near(run.params_after_step, expected, 1e-13);
+  EXPECT_NE(run.params_after_step,
+            run_optimizer(optim::adam(lr, b1, b2, eps), num_steps).params_after_step);
+}
+
 TEST(OptimAdamW, MatchesNumPyAndZeroDecayIsAdam) {
   expect_trajectory_near(
-      run_optimizer(optim::adamw(0.01, 0.9, 0.999, 1e-8, /*weight_decay=*/0.1), 3)
+      run_optimizer(optim::adamw(0.01, 0.9, 0.999, 1e-8, /*eps_root=*/0.0, /*weight_decay=*/0.1), 3)
           .params_after_step,
       kAdamW);
   // State: (ScaleByAdamState, EmptyState (add_decayed_weights), EmptyState (lr)).
   EXPECT_EQ(optim::adamw(0.01).init(initial_params()).structure(),
             "((*, {'b': *, 'w': *}, {'b': *, 'w': *}), (), ())");
   // add_decayed_weights(0) is skipped entirely, as optax does: bitwise Adam.
-  EXPECT_EQ(run_optimizer(optim::adamw(0.01, 0.9, 0.999, 1e-8, 0.0), 3).params_after_step,
+  EXPECT_EQ(run_optimizer(optim::adamw(0.01, 0.9, 0.999, 1e-8, 0.0, 0.0), 3).params_after_step,
             run_optimizer(optim::adam(0.01), 3).params_after_step);
 }
 
@@ -434,7 +463,7 @@ TEST(OptimJit, AdamwStepInsideJitEqualsOpByOpBitwise) {
   // inside the trace.
   optim::GradientTransformation optimizer = optim::chain(
       {optim::clip_by_global_norm(1.0),
-       optim::adamw(optim::cosine_decay_schedule(0.01, 10, 0.0), 0.9, 0.999, 1e-8, 0.01)});
+       optim::adamw(optim::cosine_decay_schedule(0.01, 10, 0.0), 0.9, 0.999, 1e-8, 0.0, 0.01)});
   auto step = [&](const Tree& params, const Tree& state) {
     Tree grads = tree_map([](const Array& p) { return p * 3.0 - 0.5; }, params);
     auto [updates, new_state] = optimizer.update(grads, state, params);

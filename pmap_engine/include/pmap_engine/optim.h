@@ -113,13 +113,15 @@ GradientTransformation chain(std::vector<GradientTransformation> transformations
 // scale_by_learning_rate(lr)). State (TraceState or (), lr state).
 GradientTransformation sgd(ScalarOrSchedule learning_rate,
                            std::optional<double> momentum = std::nullopt, bool nesterov = false);
-// optax.adam: chain(scale_by_adam(b1, b2, eps), scale_by_learning_rate(lr)).
+// optax.adam: chain(scale_by_adam(b1, b2, eps, eps_root), scale_by_learning_rate(lr)).
+// torch.optim.Adam is eps_root = 0; a nonzero eps_root puts an epsilon inside the sqrt.
 GradientTransformation adam(ScalarOrSchedule learning_rate, double b1 = 0.9, double b2 = 0.999,
-                            double eps = 1e-8);
-// optax.adamw: chain(scale_by_adam(b1, b2, eps), add_decayed_weights(weight_decay),
-// scale_by_learning_rate(lr)): decoupled weight decay, scaled by the learning rate.
+                            double eps = 1e-8, double eps_root = 0.0);
+// optax.adamw: chain(scale_by_adam(b1, b2, eps, eps_root), add_decayed_weights(weight_decay),
+// scale_by_learning_rate(lr)): decoupled weight decay, scaled by the learning rate. Arguments in
+// optax's order (optax/_src/alias.py adamw: ..., eps, eps_root, mu_dtype, weight_decay).
 GradientTransformation adamw(ScalarOrSchedule learning_rate, double b1 = 0.9, double b2 = 0.999,
-                             double eps = 1e-8, double weight_decay = 1e-4);
+                             double eps = 1e-8, double eps_root = 0.0, double weight_decay = 1e-4);
 
 // --- applying and measuring -------------------------------------------------------------------
 

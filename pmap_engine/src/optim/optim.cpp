@@ -277,13 +277,15 @@ GradientTransformation sgd(ScalarOrSchedule learning_rate, std::optional<double>
                 scale_by_learning_rate(std::move(learning_rate))});
 }
 
-GradientTransformation adam(ScalarOrSchedule learning_rate, double b1, double b2, double eps) {
-  return chain({scale_by_adam(b1, b2, eps), scale_by_learning_rate(std::move(learning_rate))});
+GradientTransformation adam(ScalarOrSchedule learning_rate, double b1, double b2, double eps,
+                            double eps_root) {
+  return chain(
+      {scale_by_adam(b1, b2, eps, eps_root), scale_by_learning_rate(std::move(learning_rate))});
 }
 
 GradientTransformation adamw(ScalarOrSchedule learning_rate, double b1, double b2, double eps,
-                             double weight_decay) {
-  return chain({scale_by_adam(b1, b2, eps), add_decayed_weights(weight_decay),
+                             double eps_root, double weight_decay) {
+  return chain({scale_by_adam(b1, b2, eps, eps_root), add_decayed_weights(weight_decay),
                 scale_by_learning_rate(std::move(learning_rate))});
 }
 

@@ -43,6 +43,9 @@ struct TrainSpec {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  // adam, adamw: optax's eps_root, added to the second moment inside the sqrt. torch.optim's
+  // Adam has none, so ddp_ref trains only eps_root = 0 (the default).
+  double eps_root = 0.0;
   double clip_grad_norm = 0.0;   // 0 disables clipping by global norm
   int64_t grad_accum_steps = 1;  // micro-batches per optimizer step
   std::string dtype = "f32";     // f32 | bf16 | f16 (compute dtype; master weights stay f32)
