@@ -1,5 +1,6 @@
 # The README's commands. Each one installs what is missing, configures and builds, then runs.
-#   make run    train the default case with the DDP reference and print a summary
+#   make run    the main job: train the default case with ddp_ref and pmap_engine, compare,
+#               write the report under parity-out/CASE/report
 #   make test   run every test (ctest label "long" excluded; `make test-long` runs those)
 #   make bench  run the benchmark suites
 BUILD_DIR ?= build
@@ -22,7 +23,7 @@ build: configure
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
 
 run: build
-	$(BUILD_DIR)/cli/parity ddp $(CASE)
+	$(BUILD_DIR)/cli/parity run $(CASE)
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 900 -LE long

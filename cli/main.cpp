@@ -1,7 +1,8 @@
 // parity: proves a training job migrated from PyTorch DDP to JAX pmap does the same thing.
 //
-// Exit codes: 0 success; 1 the run failed (a rank died, a value became non-finite);
-// 2 bad input (arguments, case files, data files); 3 an internal error (a bug to report).
+// Exit codes: 0 success; 1 the run failed (a rank died, a value became non-finite) or the runs
+// compared are not equivalent; 2 bad input (arguments, case files, data files); 3 an internal
+// error (a bug to report) or, for compare and run, a run that is incomplete.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -19,6 +20,9 @@ int main(int argc, char** argv) {
   parity::cli::register_ddp_command(app);
   parity::cli::register_program_command(app);
   parity::cli::register_pmap_command(app);
+  int exit_status = 0;
+  parity::cli::register_compare_command(app, exit_status);
+  parity::cli::register_run_command(app, exit_status);
   register_rng_command(app);
   try {
     app.parse(argc, argv);
@@ -37,5 +41,5 @@ int main(int argc, char** argv) {
     std::cerr << "parity: internal error: " << error.what() << "\n";
     return 3;
   }
-  return 0;
+  return exit_status;
 }

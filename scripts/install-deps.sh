@@ -16,6 +16,7 @@ packages=(
   zlib1g-dev                                # gzip'd IDX files of Fashion-MNIST
   libgtest-dev libgmock-dev                 # tests
   libbenchmark-dev                          # bench/
+  chromium                                  # the browser test renders report.html headless
   dataset-fashion-mnist                     # the real dataset, /usr/share/datasets/fashion-mnist
 )
 

@@ -232,6 +232,7 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
       tensors.emplace("replicas/param_digests", std::move(digests));
       writer.write_tensors(s, tensors);
     }
+    if (options.on_step) options.on_step(s + 1);
     if (!options.quiet &&
         (s % std::max<int64_t>(1, spec.train.steps / 10) == 0 || s + 1 == spec.train.steps)) {
       std::cerr << fmt::format("parity pmap: step {:>5}/{}  loss {:.6f}  {:.1f} ms\n", s + 1,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -35,6 +36,8 @@ struct PmapRunOptions {
   bool quiet = false;
   GradientReduction reduction = GradientReduction::kMean;
   bool check_replicas = false;
+  // Called after each step with the number of steps done, for a caller's progress display.
+  std::function<void(int64_t steps_done)> on_step;
 };
 
 struct PmapRunSummary {

@@ -303,7 +303,9 @@ void RankTrainer::record_step(int64_t step, const StepOutcome& outcome, double s
 }
 
 void RankTrainer::report_progress(int64_t step, double step_seconds) const {
-  if (rank_ != 0 || context_.options->quiet) return;
+  if (rank_ != 0) return;
+  if (context_.options->on_step) context_.options->on_step(step + 1);
+  if (context_.options->quiet) return;
   const int64_t steps = spec_.train.steps;
   const int64_t every = std::max<int64_t>(1, steps / 10);
   if (step % every != 0 && step + 1 != steps) return;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -34,6 +35,8 @@ struct DdpOptions {
   double timeout_seconds = 60;      // every collective and rendezvous wait
   bool quiet = false;               // no progress lines on stderr
   std::optional<FaultInjection> fault;
+  // Called by rank 0 after each step with the number of steps done (parity run's progress).
+  std::function<void(int64_t steps_done)> on_step;
 };
 
 struct DdpSummary {

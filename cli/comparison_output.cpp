@@ -1,0 +1,57 @@
+#include "comparison_output.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include "parity/reports/reports.h"
+
+namespace parity::cli {
+
+void add_comparison_options(CLI::App* command, ComparisonArguments& arguments) {
+  command->add_option("--loss-rtol", arguments.loss_rtol,
+                      "relative tolerance of the loss curve (default by dtype; README)");
+  command->add_option("--loss-atol", arguments.loss_atol, "absolute tolerance of the loss curve");
+  command->add_option("--tensor-rtol", arguments.tensor_rtol,
+                      "relative tolerance of gradients and parameters");
+  command->add_option("--tensor-atol", arguments.tensor_atol,
+                      "absolute tolerance of gradients and parameters");
+  command->add_option("--allowed-bad-steps", arguments.allowed_bad_steps,
+                      "loss steps allowed outside the tolerance (the approximate lane)");
+  command->add_flag("--require-same-case", arguments.require_same_case,
+                    "fail when the two runs' cases differ (default: a warning)");
+  command->add_flag("--fail-on-performance", arguments.fail_on_performance,
+                    "fail when throughput or memory is worse than the reference by more than "
+                    "the warning ratios (default: a warning)");
+  command->add_flag("--no-color", arguments.no_color, "no ANSI colours in the verdict table");
+}
+
+compare::CompareOptions comparison_options(const ComparisonArguments& arguments) {
+  compare::CompareOptions options;
+  options.loss_rtol = arguments.loss_rtol;
+  options.loss_atol = arguments.loss_atol;
+  options.tensor_rtol = arguments.tensor_rtol;
+  options.tensor_atol = arguments.tensor_atol;
+  options.allowed_bad_steps = arguments.allowed_bad_steps;
+  options.require_same_case = arguments.require_same_case;
+  options.fail_on_performance = arguments.fail_on_performance;
+  return options;
+}
+
+int finish_comparison(const compare::ComparisonResult& result,
+                      const std::filesystem::path& report_dir,
+                      const ComparisonArguments& arguments) {
+  if (!report_dir.empty()) reports::write_reports(result, report_dir);
+  reports::append_github_step_summary(
+      reports::render_markdown(result),
+      report_dir.empty() ? std::filesystem::path(reports::kHtmlFile)
+                         : report_dir / reports::kHtmlFile);
+  const bool color = !arguments.no_color && isatty(STDOUT_FILENO) != 0;
+  std::cout << reports::render_terminal_summary(result, color);
+  if (!report_dir.empty()) {
+    std::cout << "report: " << (report_dir / reports::kHtmlFile).string() << "\n";
+  }
+  return compare::exit_code(result.verdict);
+}
+
+}  // namespace parity::cli

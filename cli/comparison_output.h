@@ -1,0 +1,33 @@
+// What `parity compare` and `parity run` share: the tolerance options on the command line, and
+// the end of a comparison (reports written, CI job summary appended, verdict printed).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "parity/compare/compare.h"
+
+namespace parity::cli {
+
+struct ComparisonArguments {
+  std::optional<double> loss_rtol, loss_atol, tensor_rtol, tensor_atol;
+  std::optional<int64_t> allowed_bad_steps;
+  bool require_same_case = false;
+  bool fail_on_performance = false;
+  bool no_color = false;
+};
+
+// --loss-rtol, --loss-atol, --tensor-rtol, --tensor-atol, --allowed-bad-steps,
+// --require-same-case, --fail-on-performance, --no-color.
+void add_comparison_options(CLI::App* command, ComparisonArguments& arguments);
+compare::CompareOptions comparison_options(const ComparisonArguments& arguments);
+
+// Writes the four reports into `report_dir` (when not empty), appends report.md to
+// $GITHUB_STEP_SUMMARY when that is set, prints the verdict table (and the report's path) on
+// stdout, and returns the verdict's exit code.
+int finish_comparison(const compare::ComparisonResult& result,
+                      const std::filesystem::path& report_dir, const ComparisonArguments& arguments);
+
+}  // namespace parity::cli

@@ -1,0 +1,127 @@
+// The result of comparing two run directories: the contract between compare (which fills it)
+// and reports (which renders it, and depends on nothing else of compare's).
+//
+// Vocabulary:
+//   run A / run B   the two run directories in the order given; B is the reference where a
+//                   relative error needs one (usually ddp_ref), A the run under test.
+//   check           one named judgement with its figures (loss curve, gradients, ...).
+//   not recorded    a check whose inputs neither run recorded: reported, never passed off as a
+//                   pass (status kNotRecorded).
+//   diagnosis       a rule that matched the failed checks' symptoms, naming a pitfall of the
+//                   catalogue (docs/pitfalls.md: P2, P4, ...) with its evidence and the fix.
+//   series          per-step values the reports chart.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace parity::compare {
+
+inline constexpr int kReportSchemaVersion = 1;
+
+enum class CheckStatus { kPass, kFail, kWarn, kNotRecorded };
+enum class Verdict { kEquivalent, kNotEquivalent, kIncomplete };
+
+// "pass", "fail", "warn", "not recorded"; "equivalent", "not equivalent", "incomplete".
+const char* to_string(CheckStatus status);
+const char* to_string(Verdict verdict);
+// The CLI's exit code for a verdict: 0 equivalent, 1 not equivalent, 3 a run is incomplete.
+int exit_code(Verdict verdict);
+
+// One number a check reports, e.g. {"max_abs_error", 3.1e-6, ""} or {"ratio", 8.0, "x"}.
+struct Figure {
+  std::string name;
+  double value = 0;
+  std::string unit;  // "", "s", "bytes", "samples/s", "x"
+};
+
+// One tensor compared at one recorded step (gradients or parameters).
+struct TensorDelta {
+  int64_t step = 0;
+  std::string name;  // canonical model name, e.g. "layers.0.weight"
+  double max_abs = 0;
+  double rel_l2 = 0;  // ||a - b|| / ||b||
+  double cosine = 1;
+  double norm_ratio = 1;  // ||a|| / ||b||
+  bool within_tolerance = true;
+};
+
+struct Check {
+  std::string id;     // loss_curve, gradients, parameters, oracle, replicas, data, rng,
+                      // throughput, memory
+  std::string title;  // "Loss curve", ...
+  CheckStatus status = CheckStatus::kNotRecorded;
+  std::string summary;                // one sentence with the key figure
+  std::vector<Figure> figures;
+  std::optional<int64_t> first_failing_step;
+  std::vector<std::string> details;   // further lines, worst first
+  std::vector<TensorDelta> tensors;   // gradients / parameters checks: worst first
+};
+
+struct Diagnosis {
+  std::string pitfall;   // catalogue id: "P2", "P4", ...
+  std::string title;     // "Gradients summed, not averaged"
+  std::string evidence;  // the figures that matched, in a sentence
+  std::string fix;       // what to change in the user's code
+};
+
+// What the reports show of each run.
+struct RunSummary {
+  std::string label;  // "A" / "B"
+  std::string dir;
+  std::string producer;
+  std::string status;
+  std::string case_name;
+  std::string case_hash;
+  int64_t replicas = 0;
+  int64_t processes = 0;
+  std::string dtype;
+  std::string optimizer;
+  std::string host;
+  std::string started_at;
+  std::map<std::string, std::string> versions;
+  int64_t steps = 0;
+  double first_step_seconds = 0;
+  double step_median_seconds = 0;
+  double step_spread_seconds = 0;
+  double samples_per_second = 0;
+  std::vector<int64_t> peak_bytes_per_replica;
+  std::string memory_method;
+};
+
+// Per-step values for charts; every vector has one entry per entry of `steps`.
+struct StepSeries {
+  std::vector<int64_t> steps;
+  std::vector<double> loss_a, loss_b;
+  std::vector<double> loss_abs_diff;  // |a - b|
+  std::vector<double> loss_tolerance; // atol + rtol * |b| at that step
+  std::vector<double> grad_norm_ratio;  // grad_norm a / grad_norm b
+  // Largest spread of replica losses within each run (max - min), 0 when not recorded.
+  std::vector<double> replica_spread_a, replica_spread_b;
+};
+
+struct Tolerance {
+  double rtol = 0;
+  double atol = 0;
+  int64_t allowed_bad_steps = 0;  // the approximate lane for long runs
+  std::string source;  // e.g. "float32 defaults (torch.testing.assert_close: rtol 1.3e-6, ...)"
+};
+
+struct ComparisonResult {
+  int schema_version = kReportSchemaVersion;
+  Verdict verdict = Verdict::kEquivalent;
+  std::string headline;  // one sentence: where they first part and the likely reason
+  RunSummary a, b;
+  Tolerance loss_tolerance;
+  Tolerance tensor_tolerance;
+  std::vector<Check> checks;
+  std::vector<Diagnosis> diagnoses;
+  StepSeries series;
+  std::string parity_version;
+  std::string generated_at;  // ISO 8601 UTC
+};
+
+}  // namespace parity::compare

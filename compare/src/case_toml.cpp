@@ -1,0 +1,60 @@
+#include "case_toml.h"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <sstream>
+
+#include "parity/common/error.h"
+
+namespace parity::compare {
+namespace {
+
+std::optional<toml::table> parse_case(const RunDir& run) {
+  if (run.info.case_toml.empty()) return std::nullopt;
+  const std::string where = (run.dir / "run.json").string() + " (case.toml)";
+  try {
+    return toml::parse(run.info.case_toml, where);
+  } catch (const toml::parse_error& error) {
+    throw InputError(
+        fmt::format("{}: the recorded case is not valid TOML at line {}, column {}: {}", where,
+                    error.source().begin.line, error.source().begin.column, error.description()));
+  }
+}
+
+std::string value_text(const toml::node& node) {
+  std::ostringstream text;
+  node.visit([&text](const auto& value) { text << value; });
+  return text.str();
+}
+
+}  // namespace
+
+std::map<std::string, std::string> case_keys(const RunDir& run) {
+  std::map<std::string, std::string> keys;
+  const std::optional<toml::table> root = parse_case(run);
+  if (!root) return keys;
+  for (const auto& [section_name, section] : *root) {
+    const toml::table* table = section.as_table();
+    if (table == nullptr) {
+      keys[std::string(section_name.str())] = value_text(section);
+      continue;
+    }
+    for (const auto& [key, value] : *table) {
+      keys[fmt::format("{}.{}", section_name.str(), key.str())] = value_text(value);
+    }
+  }
+  return keys;
+}
+
+std::optional<int64_t> global_batch(const RunDir& run) {
+  const std::optional<toml::table> root = parse_case(run);
+  if (!root) return std::nullopt;
+  const std::optional<int64_t> replicas = (*root)["parallel"]["replicas"].value<int64_t>();
+  const std::optional<int64_t> per_replica = (*root)["data"]["per_replica_batch"].value<int64_t>();
+  const int64_t micro_batches = (*root)["train"]["grad_accum_steps"].value_or<int64_t>(1);
+  if (!replicas || !per_replica) return std::nullopt;
+  return *replicas * *per_replica * micro_batches;
+}
+
+}  // namespace parity::compare

@@ -1,0 +1,92 @@
+// The checks of compare_runs, one per file, and what they share: the two runs lined up step by
+// step (RunPair) and the facts the diagnosis rules read (Findings), filled by the checks that
+// measure them so no rule re-derives a figure from a check's text.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "parity/common/run_dir.h"
+#include "parity/compare/compare.h"
+#include "parity/compare/result.h"
+#include "tensor_scan.h"
+
+namespace parity::compare {
+
+// One step both runs recorded in metrics.jsonl.
+struct StepPair {
+  const StepMetrics* a = nullptr;
+  const StepMetrics* b = nullptr;
+  int64_t step() const { return a->step; }
+};
+
+struct RunPair {
+  const RunDir& a;
+  const RunDir& b;
+  std::vector<StepPair> common;  // steps in both, in order
+  std::vector<int64_t> only_a;   // steps in A's metrics only
+  std::vector<int64_t> only_b;
+};
+
+RunPair pair_runs(const RunDir& a, const RunDir& b);
+
+// Replicas of one run whose parameter digests differ from the majority's at a recorded step.
+struct ReplicaDivergence {
+  std::string run;  // "A" / "B"
+  int64_t step = 0;
+  std::vector<int64_t> replicas;
+};
+
+// The first non-finite loss or gradient of one run.
+struct NonFinite {
+  std::string run;
+  int64_t step = 0;
+  std::string what;  // "the loss is NaN", "replica 3's loss is inf", "the run stopped: ..."
+};
+
+// The global gradient norm ratio A/B at the first step where both runs have it.
+struct NormRatio {
+  int64_t step = 0;
+  double ratio = 1;
+  std::string source;  // "recorded gradients" / "metrics grad_norm"
+};
+
+struct Findings {
+  int64_t replicas = 0;                        // of run A (the case's parallel.replicas)
+  std::optional<int64_t> first_loss_mismatch;  // first step outside the loss tolerance
+  std::optional<NormRatio> grad_norm_ratio;
+  // Whether the reduced gradients, and the parameters after the update, at the first step both
+  // recorded tensors (usually 0) all matched.
+  std::optional<bool> first_grads_match;
+  std::optional<bool> first_params_match;
+  std::optional<int64_t> first_tensor_mismatch;  // gradients or parameters
+  std::vector<ReplicaDivergence> divergences;    // at most one per run
+  std::optional<int64_t> first_sample_mismatch;
+  std::optional<NonFinite> first_non_finite;  // the earlier of both runs'
+};
+
+Check check_case(const RunPair& runs, const CompareOptions& options);
+Check check_loss_curve(const RunPair& runs, const Tolerance& tolerance, StepSeries& series,
+                       Findings& findings);
+// The gradients and parameters checks, from the recorded tensors.
+Check check_gradients(const TensorScan& scan, const Tolerance& tolerance, Findings& findings);
+Check check_parameters(const TensorScan& scan, const Tolerance& tolerance, Findings& findings);
+Check check_replicas(const TensorScan& scan, Findings& findings);
+Check check_data(const RunPair& runs, Findings& findings);
+Check check_rng();
+Check check_oracle(const RunPair& runs, const CompareOptions& options);
+// Global batch / steady step median; nullopt without timings or a case to read the batch from.
+std::optional<double> samples_per_second(const RunDir& run);
+Check check_throughput(const RunPair& runs, const CompareOptions& options);
+Check check_memory(const RunPair& runs, const CompareOptions& options);
+
+// The first non-finite loss, replica loss or gradient norm in either run's metrics (a NaN or
+// infinite gradient element makes grad_norm non-finite too); the earlier step, A on a tie.
+std::optional<NonFinite> find_first_non_finite(const RunPair& runs);
+
+// The diagnosis rules (diagnosis.cpp), most fundamental cause first.
+std::vector<Diagnosis> diagnose(const RunPair& runs, const Findings& findings);
+
+}  // namespace parity::compare

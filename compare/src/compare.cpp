@@ -1,0 +1,178 @@
+// compare_runs: lines the two runs up, runs every check, diagnoses, and states the verdict and
+// the one-sentence headline.
+#include "parity/compare/compare.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "checks.h"
+#include "figures.h"
+#include "parity/common/error.h"
+#include "parity/compare/tolerance.h"
+#include "tensor_scan.h"
+
+namespace parity::compare {
+namespace {
+
+Tolerance dtype_tolerance(const RunDir& run) {
+  std::optional<Tolerance> tolerance = assert_close_tolerance(run.info.dtype);
+  if (!tolerance) {
+    throw InputError(
+        fmt::format("{}: key \"dtype\": unknown dtype \"{}\"; expected f32, bf16, "
+                    "f16 or f64",
+                    (run.dir / "run.json").string(), run.info.dtype));
+  }
+  return *tolerance;
+}
+
+// Replaces the defaults with what the caller set, saying so in `source`.
+Tolerance apply_overrides(Tolerance tolerance, const std::optional<double>& rtol,
+                          const std::optional<double>& atol) {
+  if (!rtol && !atol) return tolerance;
+  const std::string defaults = tolerance.source;
+  tolerance.rtol = rtol.value_or(tolerance.rtol);
+  tolerance.atol = atol.value_or(tolerance.atol);
+  tolerance.source = fmt::format("given: rtol {}, atol {} (defaults: {})", tolerance.rtol,
+                                 tolerance.atol, defaults);
+  return tolerance;
+}
+
+// The runs' compute dtype sets the loss tolerance: the less precise run's (tolerance.h).
+Tolerance loss_tolerance(const RunPair& runs, const CompareOptions& options) {
+  Tolerance tolerance = apply_overrides(looser_of(dtype_tolerance(runs.a), dtype_tolerance(runs.b)),
+                                        options.loss_rtol, options.loss_atol);
+  tolerance.allowed_bad_steps = options.allowed_bad_steps.value_or(
+      default_allowed_bad_steps(static_cast<int64_t>(runs.common.size())));
+  return tolerance;
+}
+
+// Tensors get the measured defaults, loosened to assert_close's for a less precise dtype.
+Tolerance tensor_tolerance(const RunPair& runs, const CompareOptions& options) {
+  const Tolerance by_dtype = looser_of(dtype_tolerance(runs.a), dtype_tolerance(runs.b));
+  return apply_overrides(looser_of(default_tensor_tolerance(), by_dtype), options.tensor_rtol,
+                         options.tensor_atol);
+}
+
+RunSummary summarize(const std::string& label, const RunDir& run) {
+  const RunInfo& info = run.info;
+  RunSummary summary;
+  summary.label = label;
+  summary.dir = run.dir.string();
+  summary.producer = info.producer;
+  summary.status = info.status;
+  summary.case_name = info.case_name;
+  summary.case_hash = info.case_hash;
+  summary.replicas = info.replicas;
+  summary.processes = info.processes;
+  summary.dtype = info.dtype;
+  summary.optimizer = info.optimizer;
+  summary.host = info.host;
+  summary.started_at = info.started_at;
+  summary.versions = info.versions;
+  summary.steps = static_cast<int64_t>(run.steps.size());
+  summary.first_step_seconds = info.timings.first_step_seconds;
+  summary.step_median_seconds = info.timings.steady_step_median_seconds;
+  summary.step_spread_seconds = info.timings.steady_step_spread_seconds;
+  summary.samples_per_second = samples_per_second(run).value_or(0);
+  summary.peak_bytes_per_replica = info.memory.peak_bytes_per_replica;
+  summary.memory_method = info.memory.method;
+  return summary;
+}
+
+// "run A is incomplete (step 3: ...)", one clause per run that did not finish.
+std::string incomplete_note(const RunPair& runs) {
+  std::vector<std::string> notes;
+  for (const auto& [label, run] : {std::pair{"A", &runs.a}, std::pair{"B", &runs.b}}) {
+    const RunInfo& info = run->info;
+    if (info.status == "complete") continue;
+    notes.push_back(info.failure.empty() ? fmt::format("run {} is {}", label, info.status)
+                                         : fmt::format("run {} is {} ({})", label, info.status,
+                                                       trim_right(info.failure)));
+  }
+  return fmt::format("{}", fmt::join(notes, "; "));
+}
+
+std::string likely_cause(const std::vector<Diagnosis>& diagnoses) {
+  if (diagnoses.empty()) return "no known pitfall matched; see the failed checks";
+  return fmt::format("likely {} ({})", diagnoses.front().title, diagnoses.front().pitfall);
+}
+
+std::string make_headline(const ComparisonResult& result, const RunPair& runs) {
+  std::optional<int64_t> first_step;
+  std::vector<std::string> failed_titles;
+  for (const Check& check : result.checks) {
+    if (check.status != CheckStatus::kFail) continue;
+    failed_titles.push_back(check.title);
+    if (check.first_failing_step && (!first_step || *check.first_failing_step < *first_step))
+      first_step = check.first_failing_step;
+  }
+  const std::string incomplete = incomplete_note(runs);
+  const size_t num_steps = runs.common.size();
+  if (failed_titles.empty()) {
+    if (!incomplete.empty()) {
+      return fmt::format("Incomplete: {}; the {} steps both recorded agree{}.", incomplete,
+                         num_steps,
+                         result.diagnoses.empty() ? "" : "; " + likely_cause(result.diagnoses));
+    }
+    return fmt::format("Equivalent: A ({}) and B ({}) agree on all {} steps compared.",
+                       runs.a.info.producer, runs.b.info.producer, num_steps);
+  }
+  const std::string where =
+      first_step ? fmt::format("first part at step {}", *first_step) : std::string("differ");
+  return fmt::format("A ({}) and B ({}) {} ({} failed): {}{}.", runs.a.info.producer,
+                     runs.b.info.producer, where, fmt::join(failed_titles, ", "),
+                     likely_cause(result.diagnoses), incomplete.empty() ? "" : "; " + incomplete);
+}
+
+Verdict decide(const ComparisonResult& result, const RunPair& runs) {
+  if (runs.a.info.status != "complete" || runs.b.info.status != "complete") {
+    return Verdict::kIncomplete;
+  }
+  const bool any_failed =
+      std::any_of(result.checks.begin(), result.checks.end(),
+                  [](const Check& c) { return c.status == CheckStatus::kFail; });
+  return any_failed ? Verdict::kNotEquivalent : Verdict::kEquivalent;
+}
+
+}  // namespace
+
+ComparisonResult compare_runs(const RunDir& a, const RunDir& b, const CompareOptions& options) {
+  const RunPair runs = pair_runs(a, b);
+  ComparisonResult result;
+  result.a = summarize("A", a);
+  result.b = summarize("B", b);
+  result.loss_tolerance = loss_tolerance(runs, options);
+  result.tensor_tolerance = tensor_tolerance(runs, options);
+  const TensorScan scan =
+      scan_tensors(a, b, result.tensor_tolerance.rtol, result.tensor_tolerance.atol);
+
+  Findings findings;
+  findings.replicas = a.info.replicas;
+  result.checks = {
+      check_case(runs, options),
+      check_loss_curve(runs, result.loss_tolerance, result.series, findings),
+      check_gradients(scan, result.tensor_tolerance, findings),
+      check_parameters(scan, result.tensor_tolerance, findings),
+      check_replicas(scan, findings),
+      check_data(runs, findings),
+      check_rng(),
+      check_oracle(runs, options),
+      check_throughput(runs, options),
+      check_memory(runs, options),
+  };
+  findings.first_non_finite = find_first_non_finite(runs);
+  result.diagnoses = diagnose(runs, findings);
+  result.verdict = decide(result, runs);
+  result.headline = make_headline(result, runs);
+  result.parity_version = PARITY_VERSION;
+  result.generated_at = utc_timestamp_now();
+  return result;
+}
+
+ComparisonResult compare_run_dirs(const std::filesystem::path& a, const std::filesystem::path& b,
+                                  const CompareOptions& options) {
+  return compare_runs(read_run_dir(a), read_run_dir(b), options);
+}
+
+}  // namespace parity::compare

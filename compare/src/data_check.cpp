@@ -1,0 +1,72 @@
+// Data order: both engines must train on the same global batch at every step (S6: DDP's
+// DistributedSampler gives rank r the ids perm[r::world]; a pmap input pipeline must give device
+// d the same ones). Producers record a digest of the step's global sample ids, rank-major, and
+// optionally one per replica; equal digests mean the same ids in the same order.
+#include <fmt/format.h>
+
+#include "checks.h"
+#include "figures.h"
+
+namespace parity::compare {
+namespace {
+
+// The first replica whose samples differ at this step; nullopt when they agree or either run
+// did not record per-replica digests (or recorded different counts).
+std::optional<size_t> first_differing_replica(const StepPair& pair) {
+  const std::vector<std::string>& a = pair.a->replica_samples;
+  const std::vector<std::string>& b = pair.b->replica_samples;
+  if (a.empty() || a.size() != b.size()) return std::nullopt;
+  for (size_t r = 0; r < a.size(); ++r) {
+    if (a[r] != b[r]) return r;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Check check_data(const RunPair& runs, Findings& findings) {
+  Check check;
+  check.id = "data";
+  check.title = "Data order";
+  std::vector<int64_t> differing_steps;
+  int64_t steps_compared = 0;
+  for (const StepPair& pair : runs.common) {
+    const std::string& a = pair.a->samples_digest;
+    const std::string& b = pair.b->samples_digest;
+    if (a.empty() || b.empty()) continue;
+    ++steps_compared;
+    if (a == b) continue;
+    differing_steps.push_back(pair.step());
+    if (differing_steps.size() > 1) continue;
+    std::string line = fmt::format("step {}: samples digest A {} vs B {}", pair.step(), a, b);
+    if (const auto replica = first_differing_replica(pair)) {
+      line += fmt::format("; replica {} is the first to read other samples", *replica);
+    }
+    check.details.push_back(line);
+  }
+
+  if (steps_compared == 0) {
+    check.status = CheckStatus::kNotRecorded;
+    check.summary = "No step has a samples digest in both runs.";
+    return check;
+  }
+  check.figures = {
+      {"steps_compared", static_cast<double>(steps_compared), ""},
+      {"steps_differing", static_cast<double>(differing_steps.size()), ""},
+  };
+  if (differing_steps.empty()) {
+    check.status = CheckStatus::kPass;
+    check.summary = fmt::format("Same global sample ids at all {} steps compared.", steps_compared);
+    return check;
+  }
+  findings.first_sample_mismatch = differing_steps.front();
+  check.status = CheckStatus::kFail;
+  check.first_failing_step = differing_steps.front();
+  check.summary =
+      fmt::format("The runs read different samples at {} of {} steps, first at step {}.",
+                  differing_steps.size(), steps_compared, differing_steps.front());
+  check.details.push_back("steps with different samples: " + format_steps(differing_steps, 20));
+  return check;
+}
+
+}  // namespace parity::compare

@@ -1,0 +1,246 @@
+// Diagnosis: rules that map the checks' findings to a known cause from the pitfall catalogue
+// (docs/pitfalls.md), each with the figures that matched and the fix. Rules run in the order a
+// cause propagates: a non-finite number or a data mismatch explains everything after it, so
+// those come first; a rule that would only restate an earlier one's symptom stays silent.
+//
+//   P10  a loss or gradient became non-finite           first non-finite step and run
+//   P2   gradients summed, not averaged                  global grad norm ratio = N (or 1/N)
+//   S6   different samples per step                     samples digests differ
+//   P4   replicas started different                     digests diverge, loss differs at step 0
+//   P11  replicas drifted apart                          digests diverge, step-0 loss agrees
+//   S1   different initial parameters (or model)        loss differs at step 0, same samples
+//   S1   different optimizer semantics                  step-0 gradients agree, the update or
+//                                                        the learning rate does not
+//   S1   rounding differences grew                      step-0 gradients and update agree,
+//                                                        later steps part
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "checks.h"
+#include "figures.h"
+
+namespace parity::compare {
+namespace {
+
+// How close the gradient norm ratio must be to N (or 1/N), relatively, to call it a sum: the
+// engines' reductions differ by rounding (~1e-7), a real scale error by a factor of N.
+constexpr double kSumRatioTolerance = 1e-3;
+
+std::optional<NormRatio> gradient_norm_ratio(const RunPair& runs, const Findings& findings) {
+  if (findings.grad_norm_ratio) return findings.grad_norm_ratio;
+  for (const StepPair& pair : runs.common) {
+    if (pair.b->grad_norm > 0 && std::isfinite(pair.a->grad_norm)) {
+      return NormRatio{pair.step(), pair.a->grad_norm / pair.b->grad_norm, "metrics grad_norm"};
+    }
+  }
+  return std::nullopt;
+}
+
+bool near(double value, double target) {
+  return std::abs(value - target) <= kSumRatioTolerance * target;
+}
+
+std::optional<Diagnosis> non_finite_rule(const RunPair& runs, const Findings& findings) {
+  if (!findings.first_non_finite) return std::nullopt;
+  const NonFinite& found = *findings.first_non_finite;
+  const RunDir& run = found.run == "A" ? runs.a : runs.b;
+  return Diagnosis{
+      "P10", "Loss or gradient overflowed (not finite)",
+      fmt::format("run {} ({}, dtype {}), step {}: {}", found.run, run.info.producer,
+                  run.info.dtype, found.step, found.what),
+      "Compute the loss in float32 (cast the logits up before the softmax and the mean), clip "
+      "gradients by global norm, use loss scaling with float16, lower the learning rate, and "
+      "check that step's input data."};
+}
+
+std::optional<Diagnosis> summed_gradients_rule(const RunPair& runs, const Findings& findings) {
+  const std::optional<NormRatio> ratio = gradient_norm_ratio(runs, findings);
+  const auto replicas = static_cast<double>(findings.replicas);
+  if (!ratio || findings.replicas < 2) return std::nullopt;
+  std::string summed_run;
+  if (near(ratio->ratio, replicas)) summed_run = "A";
+  if (near(ratio->ratio, 1 / replicas)) summed_run = "B";
+  if (summed_run.empty()) return std::nullopt;
+  return Diagnosis{
+      "P2", "Gradients summed, not averaged",
+      fmt::format("the global gradient norm ratio A/B at step {} is {:.6f} ({}) with {} replicas: "
+                  "run {}'s gradients are the sum over replicas, not the mean",
+                  ratio->step, ratio->ratio, ratio->source, findings.replicas, summed_run),
+      "Average the gradients over the device axis: grads = jax.lax.pmean(grads, axis_name) (or "
+      "psum, then divide by the axis size), as DDP's all-reduce averages them."};
+}
+
+std::optional<Diagnosis> data_rule(const Findings& findings) {
+  if (!findings.first_sample_mismatch) return std::nullopt;
+  const int64_t step = *findings.first_sample_mismatch;
+  std::string evidence =
+      fmt::format("the global sample ids differ from step {} (samples_digest)", step);
+  if (findings.first_loss_mismatch && *findings.first_loss_mismatch >= step) {
+    evidence += fmt::format(", and the losses part at step {}", *findings.first_loss_mismatch);
+  }
+  return Diagnosis{
+      "S6", "Different data order or sharding", evidence,
+      "Give device d exactly the samples DDP rank d reads: a permutation seeded with seed + "
+      "epoch, padded to a multiple of the world size, indices[d::world], batched per device; in "
+      "multi-process runs shard by process index (P8)."};
+}
+
+std::optional<Diagnosis> replica_rule(const RunPair& runs, const Findings& findings) {
+  if (findings.divergences.empty()) return std::nullopt;
+  const ReplicaDivergence& divergence = findings.divergences.front();
+  const std::string where = fmt::format(
+      "run {}: replica(s) {} hold other parameters than the rest from step {} "
+      "(replicas/param_digests)",
+      divergence.run, format_steps(divergence.replicas, 8), divergence.step);
+  const bool differs_at_start = findings.first_loss_mismatch && !runs.common.empty() &&
+                                *findings.first_loss_mismatch == runs.common.front().step();
+  if (differs_at_start) {
+    return Diagnosis{
+        "P4", "Replicas started from different parameters",
+        where + fmt::format(", and the loss differs already at step {}: the replicas' first "
+                            "forward passes saw different parameters",
+                            runs.common.front().step()),
+        "Initialise the parameters once, outside the mapped function, from one key, and "
+        "replicate them to every device (in_axes=None or jax.device_put_replicated); DDP "
+        "broadcasts rank 0's parameters for this reason."};
+  }
+  return Diagnosis{
+      "P11", "Replicas diverged after the update",
+      where +
+          ", while the first step's losses agree: the replicas started equal and applied "
+          "different updates",
+      "Reduce the gradients over the device axis (pmean) before the optimizer update and keep "
+      "the optimizer state replicated, updated only from reduced gradients."};
+}
+
+std::optional<Diagnosis> initial_parameters_rule(const RunPair& runs, const Findings& findings) {
+  if (!findings.first_loss_mismatch || runs.common.empty()) return std::nullopt;
+  const StepPair& first = runs.common.front();
+  if (*findings.first_loss_mismatch != first.step()) return std::nullopt;
+  return Diagnosis{
+      "S1", "Different initial parameters (or model)",
+      fmt::format("the loss differs already at step {} (A {} vs B {}) although both read the "
+                  "same samples: the first forward pass saw different parameters or a "
+                  "different model",
+                  first.step(), first.a->loss, first.b->loss),
+      "Start both runs from the same parameters (the same --init file, made once by parity "
+      "init) and the same model definition."};
+}
+
+// The first step whose learning rate differs (relatively, beyond float rounding): a schedule
+// counting steps differently, or another base rate.
+std::optional<StepPair> first_lr_mismatch(const RunPair& runs) {
+  constexpr double kLrRtol = 1e-6;
+  for (const StepPair& pair : runs.common) {
+    if (std::abs(pair.a->lr - pair.b->lr) > kLrRtol * std::abs(pair.b->lr)) return pair;
+  }
+  return std::nullopt;
+}
+
+// The step where the runs first part in loss or tensors, when they part at all.
+std::optional<int64_t> first_parting(const Findings& findings) {
+  std::optional<int64_t> parted = findings.first_tensor_mismatch;
+  if (findings.first_loss_mismatch && (!parted || *findings.first_loss_mismatch < *parted)) {
+    parted = findings.first_loss_mismatch;
+  }
+  return parted;
+}
+
+// Same gradients at the first recorded step, but a different update: the parameters after that
+// step already disagree, or the learning rates do. Every optimizer difference of the catalogue
+// (eps placement, weight decay coupling, Nesterov form, clipping order) shows in the first update.
+std::optional<Diagnosis> optimizer_rule(const RunPair& runs, const Findings& findings) {
+  if (findings.first_grads_match != true) return std::nullopt;
+  const std::optional<StepPair> lr = first_lr_mismatch(runs);
+  std::string evidence;
+  if (lr) {
+    evidence = fmt::format("the learning rates differ from step {} (A {} vs B {})", lr->step(),
+                           lr->a->lr, lr->b->lr);
+  } else if (findings.first_params_match == false) {
+    evidence =
+        "the reduced gradients agree at the first recorded step, but the parameters "
+        "after that step's update do not: same data and gradients, different update";
+  } else {
+    return std::nullopt;
+  }
+  return Diagnosis{
+      "S1", "Different optimizer semantics", evidence,
+      "Match the optimizer's semantics: Adam's eps outside the square root with bias "
+      "correction (optax.adam(eps=1e-8, eps_root=0) is torch.optim.Adam), SGD momentum without "
+      "dampening and the same Nesterov form, weight decay added to the gradient (torch Adam, "
+      "SGD) or decoupled (AdamW; optax.adamw), the schedule's step count, the clipping order, "
+      "and one update per accumulated step (P9)."};
+}
+
+// Gradients and parameters agree after the first update, yet the runs part later: no semantic
+// difference showed where one would, and a difference that starts at rounding level and grows
+// step by step is what a chaotic loss surface does to two reduction orders.
+std::optional<Diagnosis> drift_rule(const RunPair& runs, const Findings& findings) {
+  const std::optional<int64_t> parted = first_parting(findings);
+  if (findings.first_grads_match != true || findings.first_params_match != true || !parted ||
+      runs.common.empty()) {
+    return std::nullopt;
+  }
+  const StepPair& first = runs.common.front();
+  const StepPair* parting = &first;
+  const StepPair* worst = &first;
+  for (const StepPair& pair : runs.common) {
+    if (pair.step() == *parted) parting = &pair;
+    if (std::abs(pair.a->loss - pair.b->loss) > std::abs(worst->a->loss - worst->b->loss))
+      worst = &pair;
+  }
+  auto gap = [](const StepPair& pair) {
+    return format_number(std::abs(pair.a->loss - pair.b->loss));
+  };
+  return Diagnosis{
+      "S1", "Rounding differences grew over the steps",
+      fmt::format("gradients and parameters agree after the update of step {}, but the |loss "
+                  "difference| grows from {} at step {} to {} at step {}, where the runs part, "
+                  "and {} at step {}",
+                  first.step(), gap(first), first.step(), gap(*parting), parting->step(),
+                  gap(*worst), worst->step()),
+      "No semantic difference shows at the first step. Record tensors at more steps "
+      "(train.record_steps) to find the first update that differs, compare both runs against "
+      "a higher-precision oracle run, or judge long runs with the approximate lane "
+      "(allowed bad steps) or a looser loss tolerance."};
+}
+
+// The earliest step at which any check saw the runs differ.
+std::optional<int64_t> first_difference(const Findings& findings) {
+  std::optional<int64_t> first;
+  auto consider = [&first](std::optional<int64_t> step) {
+    if (step && (!first || *step < *first)) first = step;
+  };
+  consider(findings.first_loss_mismatch);
+  consider(findings.first_tensor_mismatch);
+  consider(findings.first_sample_mismatch);
+  for (const ReplicaDivergence& divergence : findings.divergences) consider(divergence.step);
+  return first;
+}
+
+}  // namespace
+
+std::vector<Diagnosis> diagnose(const RunPair& runs, const Findings& findings) {
+  std::vector<Diagnosis> diagnoses;
+  // Records a rule's diagnosis; returns whether the rule matched.
+  auto add = [&diagnoses](std::optional<Diagnosis> diagnosis) {
+    if (!diagnosis) return false;
+    diagnoses.push_back(std::move(*diagnosis));
+    return true;
+  };
+  if (add(non_finite_rule(runs, findings))) {
+    // Differences from the non-finite step on are its consequences, not further causes.
+    const std::optional<int64_t> first = first_difference(findings);
+    if (!first || *first >= findings.first_non_finite->step) return diagnoses;
+  }
+  if (add(summed_gradients_rule(runs, findings))) return diagnoses;
+  if (add(data_rule(findings))) return diagnoses;
+  if (add(replica_rule(runs, findings))) return diagnoses;
+  if (add(initial_parameters_rule(runs, findings))) return diagnoses;
+  if (add(optimizer_rule(runs, findings))) return diagnoses;
+  add(drift_rule(runs, findings));
+  return diagnoses;
+}
+
+}  // namespace parity::compare

@@ -1,0 +1,53 @@
+#include "atomic_write.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <system_error>
+
+#include "parity/common/error.h"
+
+namespace parity::reports {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kFix =
+    "Write the reports to a directory you can write to, or fix this one's permissions.";
+
+[[noreturn]] void fail(const std::string& what, const fs::path& path, const std::string& why) {
+  throw InputError(what + " " + path.string() + ": " + why + ". " + kFix);
+}
+
+}  // namespace
+
+void create_report_directory(const fs::path& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) fail("cannot create the report directory", dir, error.message());
+}
+
+void write_file_atomically(const fs::path& path, const std::string& contents) {
+  // Hidden, and unique per process, so that two writers never share a temporary file.
+  const fs::path temp_path =
+      path.parent_path() / ("." + path.filename().string() + ".tmp" + std::to_string(getpid()));
+  std::string failure;
+  {
+    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
+    if (out) out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+    if (out) out.close();
+    if (!out) failure = std::strerror(errno);
+  }
+  std::error_code error;
+  if (failure.empty()) {
+    fs::rename(temp_path, path, error);
+    if (!error) return;
+    failure = error.message();
+  }
+  fs::remove(temp_path, error);
+  fail("cannot write the report file", path, failure);
+}
+
+}  // namespace parity::reports

@@ -1,0 +1,98 @@
+#include "report_content.h"
+
+#include <algorithm>
+#include <set>
+
+#include "number_format.h"
+
+namespace parity::reports {
+namespace {
+
+using compare::RunSummary;
+
+std::string step_time(const RunSummary& run) {
+  return format_seconds(run.step_median_seconds) + " median, spread " +
+         format_seconds(run.step_spread_seconds);
+}
+
+std::string peak_memory(const RunSummary& run) {
+  if (run.peak_bytes_per_replica.empty()) return "not recorded";
+  const int64_t largest =
+      *std::max_element(run.peak_bytes_per_replica.begin(), run.peak_bytes_per_replica.end());
+  return format_bytes(static_cast<double>(largest)) + " on the largest replica";
+}
+
+}  // namespace
+
+std::vector<RunRow> run_rows(const RunSummary& a, const RunSummary& b) {
+  using std::to_string;
+  const auto throughput = [](const RunSummary& run) {
+    return format_number(run.samples_per_second) + " samples/s";
+  };
+  return {
+      {"directory", a.dir, b.dir},
+      {"producer", a.producer, b.producer},
+      {"status", a.status, b.status, true},
+      {"case", a.case_name, b.case_name, true},
+      {"case hash", a.case_hash, b.case_hash, true},
+      {"replicas", to_string(a.replicas), to_string(b.replicas), true},
+      {"processes", to_string(a.processes), to_string(b.processes)},
+      {"dtype", a.dtype, b.dtype, true},
+      {"optimizer", a.optimizer, b.optimizer, true},
+      {"steps", to_string(a.steps), to_string(b.steps), true},
+      {"first step", format_seconds(a.first_step_seconds), format_seconds(b.first_step_seconds)},
+      {"step time", step_time(a), step_time(b)},
+      {"throughput", throughput(a), throughput(b)},
+      {"peak memory", peak_memory(a), peak_memory(b)},
+      {"memory measured by", a.memory_method, b.memory_method},
+      {"host", a.host, b.host},
+      {"started at", a.started_at, b.started_at},
+  };
+}
+
+std::vector<RunRow> version_rows(const RunSummary& a, const RunSummary& b) {
+  std::set<std::string> names;
+  for (const auto* run : {&a, &b}) {
+    for (const auto& [name, version] : run->versions) names.insert(name);
+  }
+  const auto version = [](const RunSummary& run, const std::string& name) {
+    const auto found = run.versions.find(name);
+    return found == run.versions.end() ? std::string("–") : found->second;
+  };
+  std::vector<RunRow> rows;
+  for (const std::string& name : names) rows.push_back({name, version(a, name), version(b, name)});
+  return rows;
+}
+
+const std::vector<std::string>& tensor_columns() {
+  static const std::vector<std::string> kColumns = {
+      "step", "tensor", "max |Δ|", "rel L2", "cosine", "norm ratio", "within tolerance"};
+  return kColumns;
+}
+
+std::vector<std::string> tensor_cells(const compare::TensorDelta& tensor) {
+  return {std::to_string(tensor.step),           tensor.name,
+          format_number(tensor.max_abs),         format_number(tensor.rel_l2),
+          format_number(tensor.cosine),          format_number(tensor.norm_ratio),
+          tensor.within_tolerance ? "yes" : "no"};
+}
+
+std::string tolerance_text(const compare::Tolerance& tolerance) {
+  return "rtol " + format_number(tolerance.rtol) + ", atol " + format_number(tolerance.atol) +
+         ", " + std::to_string(tolerance.allowed_bad_steps) + " steps allowed outside";
+}
+
+std::vector<std::pair<compare::CheckStatus, size_t>> status_tally(
+    const std::vector<compare::Check>& checks) {
+  using compare::CheckStatus;
+  std::vector<std::pair<CheckStatus, size_t>> tally;
+  for (CheckStatus status :
+       {CheckStatus::kFail, CheckStatus::kWarn, CheckStatus::kNotRecorded, CheckStatus::kPass}) {
+    const auto count = static_cast<size_t>(std::count_if(
+        checks.begin(), checks.end(), [&](const auto& check) { return check.status == status; }));
+    if (count > 0) tally.emplace_back(status, count);
+  }
+  return tally;
+}
+
+}  // namespace parity::reports

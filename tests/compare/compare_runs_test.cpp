@@ -1,0 +1,304 @@
+// compare_runs on real runs made by the real `parity` binary (real_runs.h): DDP against pmap with
+// pmean (equivalent), with psum (pitfall P2), a run against itself, a run that stopped on a NaN
+// loss, a run from other initial parameters, the oracle hook, the informational checks, and
+// malformed run directories.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "parity/common/error.h"
+#include "parity/compare/compare.h"
+#include "real_runs.h"
+#include "result_lookup.h"
+#include "test_files.h"
+
+namespace parity::compare {
+namespace {
+
+using testing::all_details;
+using testing::figure;
+using testing::find_check;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+TEST(CompareRuns, DdpAndPmapWithPmeanAreEquivalent) {
+  const ComparisonResult result =
+      compare_run_dirs(testing::pmap_run(), testing::ddp_run(), CompareOptions{});
+  EXPECT_EQ(result.verdict, Verdict::kEquivalent) << result.headline;
+  EXPECT_EQ(exit_code(result.verdict), 0);
+  EXPECT_THAT(result.headline, StartsWith("Equivalent"));
+  EXPECT_TRUE(result.diagnoses.empty());
+
+  const Check& loss = find_check(result, "loss_curve");
+  EXPECT_EQ(loss.status, CheckStatus::kPass) << loss.summary;
+  EXPECT_EQ(figure(loss, "steps_compared"), 10);
+  EXPECT_GT(figure(loss, "max_abs_error"), 0);  // two engines, two reduction orders
+  EXPECT_LT(figure(loss, "max_abs_error"), 1e-5);
+  EXPECT_LT(figure(loss, "max_replica_abs_error"), 1e-5);
+
+  const Check& gradients = find_check(result, "gradients");
+  EXPECT_EQ(gradients.status, CheckStatus::kPass) << gradients.summary;
+  EXPECT_EQ(figure(gradients, "tensors_compared"), 12);  // 4 tensors at steps 0, 3, 9
+  EXPECT_NEAR(figure(gradients, "global_norm_ratio"), 1, 1e-5);
+  EXPECT_EQ(gradients.tensors.size(), 12u);
+  EXPECT_EQ(find_check(result, "parameters").status, CheckStatus::kPass);
+  EXPECT_EQ(find_check(result, "replicas").status, CheckStatus::kPass);
+  EXPECT_EQ(find_check(result, "data").status, CheckStatus::kPass);
+  EXPECT_EQ(find_check(result, "case").status, CheckStatus::kPass);
+  EXPECT_EQ(find_check(result, "rng").status, CheckStatus::kNotRecorded);
+  const Check& oracle = find_check(result, "oracle");
+  EXPECT_EQ(oracle.status, CheckStatus::kNotRecorded);
+  EXPECT_THAT(oracle.summary, HasSubstr("not requested"));
+
+  EXPECT_EQ(result.a.producer, "pmap_engine");
+  EXPECT_EQ(result.b.producer, "ddp_ref");
+  EXPECT_EQ(result.a.replicas, 8);
+  EXPECT_EQ(result.a.steps, 10);
+  EXPECT_EQ(result.series.steps.size(), 10u);
+  EXPECT_EQ(result.series.grad_norm_ratio.size(), 10u);
+  EXPECT_EQ(result.loss_tolerance.rtol, 1.3e-6);
+  EXPECT_EQ(result.loss_tolerance.allowed_bad_steps, 0);
+  EXPECT_THAT(result.loss_tolerance.source, HasSubstr("assert_close"));
+}
+
+TEST(CompareRuns, RunComparedWithItselfHasZeroError) {
+  const ComparisonResult result =
+      compare_run_dirs(testing::ddp_run(), testing::ddp_run(), CompareOptions{});
+  EXPECT_EQ(result.verdict, Verdict::kEquivalent) << result.headline;
+  EXPECT_EQ(figure(find_check(result, "loss_curve"), "max_abs_error"), 0);
+  for (const char* id : {"gradients", "parameters"}) {
+    const Check& check = find_check(result, id);
+    EXPECT_EQ(figure(check, "max_abs_error"), 0) << id;
+    for (const TensorDelta& delta : check.tensors) {
+      EXPECT_EQ(delta.max_abs, 0) << delta.name;
+      EXPECT_EQ(delta.rel_l2, 0) << delta.name;
+      EXPECT_EQ(delta.norm_ratio, 1) << delta.name;
+      EXPECT_NEAR(delta.cosine, 1, 1e-12) << delta.name;
+    }
+  }
+  EXPECT_THAT(all_details(find_check(result, "replicas")),
+              HasSubstr("bit-identical across the two runs at step(s) 0, 3, 9"));
+}
+
+TEST(CompareRuns, PsumAgainstDdpIsDiagnosedAsSummedGradients) {
+  const ComparisonResult result =
+      compare_run_dirs(testing::psum_run(), testing::ddp_run(), CompareOptions{});
+  EXPECT_EQ(result.verdict, Verdict::kNotEquivalent);
+  EXPECT_EQ(exit_code(result.verdict), 1);
+  const Check& gradients = find_check(result, "gradients");
+  EXPECT_EQ(gradients.status, CheckStatus::kFail);
+  EXPECT_EQ(gradients.first_failing_step, 0);
+  EXPECT_NEAR(figure(gradients, "global_norm_ratio"), 8, 8e-5);
+  for (const TensorDelta& delta : gradients.tensors) {
+    EXPECT_FALSE(delta.within_tolerance) << delta.name;
+    EXPECT_NEAR(delta.norm_ratio, 8, 1e-3) << delta.name << " at step " << delta.step;
+  }
+  ASSERT_FALSE(result.diagnoses.empty());
+  EXPECT_EQ(result.diagnoses.front().pitfall, "P2");
+  EXPECT_THAT(result.diagnoses.front().evidence, HasSubstr("with 8 replicas"));
+  EXPECT_THAT(result.diagnoses.front().evidence, HasSubstr("run A's gradients are the sum"));
+  EXPECT_THAT(result.diagnoses.front().fix, HasSubstr("pmean"));
+  EXPECT_THAT(result.headline, HasSubstr("first part at step 0"));
+  EXPECT_THAT(result.headline, HasSubstr("(P2)"));
+}
+
+TEST(CompareRuns, PsumIsExactlyEightTimesPmean) {
+  // Dividing by 8, a power of two, is exact: pmean * 8 == psum bit for bit, so the ratios are
+  // exactly 8 (and 1/8 with the runs swapped, the sum then being run B's).
+  const ComparisonResult result =
+      compare_run_dirs(testing::psum_run(), testing::pmap_run(), CompareOptions{});
+  const Check& gradients = find_check(result, "gradients");
+  EXPECT_EQ(figure(gradients, "global_norm_ratio"), 8.0);
+  for (const TensorDelta& delta : gradients.tensors) {
+    if (delta.step != 0) continue;
+    EXPECT_EQ(delta.norm_ratio, 8.0) << delta.name;
+  }
+  ASSERT_FALSE(result.diagnoses.empty());
+  EXPECT_EQ(result.diagnoses.front().pitfall, "P2");
+
+  const ComparisonResult swapped =
+      compare_run_dirs(testing::pmap_run(), testing::psum_run(), CompareOptions{});
+  EXPECT_EQ(figure(find_check(swapped, "gradients"), "global_norm_ratio"), 0.125);
+  ASSERT_FALSE(swapped.diagnoses.empty());
+  EXPECT_EQ(swapped.diagnoses.front().pitfall, "P2");
+  EXPECT_THAT(swapped.diagnoses.front().evidence, HasSubstr("run B's gradients are the sum"));
+}
+
+TEST(CompareRuns, RunStoppedByNanLossIsIncompleteAndDiagnosedP10) {
+  // ddp_ref makes rank 2's inputs NaN at step 3; the run stops there, marked incomplete.
+  const auto stopped = testing::shared_run("ddp-nan-step3", "ddp", "--inject-fault 2:3:nan", 1);
+  const ComparisonResult result = compare_run_dirs(stopped, testing::pmap_run(), CompareOptions{});
+  EXPECT_EQ(result.verdict, Verdict::kIncomplete) << result.headline;
+  EXPECT_EQ(exit_code(result.verdict), 3);
+  EXPECT_EQ(result.a.status, "incomplete");
+  // What both recorded (steps 0-2) is still compared, and agrees.
+  const Check& loss = find_check(result, "loss_curve");
+  EXPECT_EQ(figure(loss, "steps_compared"), 3);
+  EXPECT_EQ(figure(loss, "steps_out_of_tolerance"), 0);
+  EXPECT_EQ(loss.status, CheckStatus::kWarn);  // steps 3-9 only in run B
+  EXPECT_THAT(all_details(loss), HasSubstr("7 step(s) only in run B: 3, 4, 5, 6, 7 (+2 more)"));
+  EXPECT_EQ(find_check(result, "throughput").status, CheckStatus::kNotRecorded);
+  ASSERT_EQ(result.diagnoses.size(), 1u);
+  EXPECT_EQ(result.diagnoses.front().pitfall, "P10");
+  EXPECT_THAT(result.diagnoses.front().evidence, HasSubstr("run A (ddp_ref, dtype f32), step 3"));
+  EXPECT_THAT(result.diagnoses.front().evidence, HasSubstr("not finite on rank 2"));
+  EXPECT_THAT(result.headline, StartsWith("Incomplete: run A is incomplete"));
+}
+
+TEST(CompareRuns, OtherInitialParametersDifferAtStepZero) {
+  const auto other_init = testing::shared_run("pmap-init-seed1", "pmap", "--set init.seed=1");
+  const ComparisonResult result =
+      compare_run_dirs(other_init, testing::pmap_run(), CompareOptions{});
+  EXPECT_EQ(result.verdict, Verdict::kNotEquivalent);
+  const Check& case_check = find_check(result, "case");
+  EXPECT_EQ(case_check.status, CheckStatus::kWarn);
+  EXPECT_THAT(case_check.summary, HasSubstr("1 key(s) differ: init.seed"));
+  EXPECT_THAT(all_details(case_check), HasSubstr("init.seed: A 1, B 0"));
+  EXPECT_EQ(find_check(result, "loss_curve").first_failing_step, 0);
+  EXPECT_EQ(find_check(result, "data").status, CheckStatus::kPass);
+  ASSERT_FALSE(result.diagnoses.empty());
+  EXPECT_EQ(result.diagnoses.front().title, "Different initial parameters (or model)");
+  EXPECT_THAT(result.diagnoses.front().evidence, HasSubstr("already at step 0"));
+
+  CompareOptions strict;
+  strict.require_same_case = true;
+  const ComparisonResult refused = compare_run_dirs(other_init, testing::pmap_run(), strict);
+  EXPECT_EQ(find_check(refused, "case").status, CheckStatus::kFail);
+}
+
+TEST(CompareRuns, OtherAdamEpsIsDiagnosedAsOptimizerSemantics) {
+  // Same data, same initial parameters, same step-0 gradients; eps 1e-3 instead of 1e-8 changes
+  // Adam's first update wherever |g| is not far above 1e-3.
+  const auto other_eps = testing::shared_run("pmap-eps1e-3", "pmap", "--set train.eps=1e-3");
+  const ComparisonResult result = compare_run_dirs(other_eps, testing::ddp_run(), CompareOptions{});
+  EXPECT_EQ(result.verdict, Verdict::kNotEquivalent);
+  EXPECT_THAT(all_details(find_check(result, "case")), HasSubstr("train.eps: A 0.001, B 1e-08"));
+  EXPECT_EQ(find_check(result, "gradients").first_failing_step, 3);  // step 0 agrees
+  EXPECT_EQ(find_check(result, "parameters").first_failing_step, 0);
+  ASSERT_FALSE(result.diagnoses.empty());
+  EXPECT_EQ(result.diagnoses.front().title, "Different optimizer semantics");
+  EXPECT_THAT(result.diagnoses.front().evidence, HasSubstr("after that step's update do not"));
+  EXPECT_THAT(result.diagnoses.front().fix, HasSubstr("eps"));
+}
+
+TEST(CompareRuns, AdamEpsInsideTheSqrtIsDiagnosedAsOptimizerSemantics) {
+  // The engine with optax's eps_root: sqrt(nu_hat + 1e-8) + 0 instead of torch's
+  // sqrt(nu_hat) + 1e-8. Step-0 gradients agree; the first update already differs wherever
+  // |g| is not far above 1e-4.
+  const auto eps_inside = testing::shared_run("pmap-eps-inside-sqrt", "pmap",
+                                              "--set train.eps=0 --set train.eps_root=1e-8");
+  const ComparisonResult result =
+      compare_run_dirs(eps_inside, testing::ddp_run(), CompareOptions{});
+  EXPECT_EQ(result.verdict, Verdict::kNotEquivalent);
+  EXPECT_THAT(all_details(find_check(result, "case")), HasSubstr("train.eps_root: A 1e-08, B 0"));
+  EXPECT_EQ(find_check(result, "gradients").first_failing_step, 3);  // step 0 agrees
+  EXPECT_EQ(find_check(result, "parameters").first_failing_step, 0);
+  ASSERT_FALSE(result.diagnoses.empty());
+  EXPECT_EQ(result.diagnoses.front().pitfall, "S1");
+  EXPECT_THAT(result.diagnoses.front().fix, HasSubstr("eps_root=0"));
+}
+
+TEST(CompareRuns, OracleMeasuresEachRunsErrorAgainstAThirdRun) {
+  const RunDir pmap = read_run_dir(testing::pmap_run());
+  const RunDir ddp = read_run_dir(testing::ddp_run());
+  CompareOptions options;
+  options.oracle = &pmap;  // A is the oracle itself: error 0, whatever B's is
+  const Check passed = find_check(compare_runs(pmap, ddp, options), "oracle");
+  EXPECT_EQ(passed.status, CheckStatus::kPass) << passed.summary;
+  EXPECT_EQ(figure(passed, "max_loss_error_a"), 0);
+  EXPECT_GT(figure(passed, "max_loss_error_b"), 0);
+
+  // B is the oracle: err_B = 0, so with no floor any error of A's fails.
+  options.oracle = &ddp;
+  options.oracle_floor = 0;
+  const Check failed = find_check(compare_runs(pmap, ddp, options), "oracle");
+  EXPECT_EQ(failed.status, CheckStatus::kFail) << failed.summary;
+  EXPECT_EQ(figure(failed, "max_loss_error_b"), 0);
+  EXPECT_EQ(figure(failed, "allowed_error_a"), 0);
+}
+
+TEST(CompareRuns, ThroughputAndMemoryInformUnlessAskedToGate) {
+  const RunDir pmap = read_run_dir(testing::pmap_run());
+  const RunDir ddp = read_run_dir(testing::ddp_run());
+  CompareOptions options;
+  options.throughput_warn_ratio = 1e9;  // A can never be this much faster
+  options.memory_warn_ratio = 0;        // nor this much smaller
+  const ComparisonResult informed = compare_runs(pmap, ddp, options);
+  const Check& throughput = find_check(informed, "throughput");
+  EXPECT_EQ(throughput.status, CheckStatus::kWarn);
+  EXPECT_EQ(find_check(informed, "memory").status, CheckStatus::kWarn);
+  EXPECT_EQ(informed.verdict, Verdict::kEquivalent) << informed.headline;
+  // Global batch 8 replicas x 64 over the steady median, as run.json records it.
+  const double expected = 512 / pmap.info.timings.steady_step_median_seconds;
+  EXPECT_DOUBLE_EQ(figure(throughput, "samples_per_second_a"), expected);
+  EXPECT_DOUBLE_EQ(informed.a.samples_per_second, expected);
+  EXPECT_DOUBLE_EQ(figure(throughput, "throughput_ratio"),
+                   expected * ddp.info.timings.steady_step_median_seconds / 512);
+  EXPECT_THAT(all_details(find_check(informed, "memory")), HasSubstr(pmap.info.memory.method));
+
+  options.fail_on_performance = true;
+  const ComparisonResult gated = compare_runs(pmap, ddp, options);
+  EXPECT_EQ(find_check(gated, "throughput").status, CheckStatus::kFail);
+  EXPECT_EQ(gated.verdict, Verdict::kNotEquivalent);
+}
+
+class CompareRunsBadInput : public ::testing::Test {
+ protected:
+  std::filesystem::path broken_copy() {
+    return testing::copy_run(testing::pmap_run(), dir_.path("run"));
+  }
+  void expect_refused(const std::filesystem::path& run, std::initializer_list<std::string> says) {
+    testing::expect_input_error(
+        [&] { compare_run_dirs(run, testing::ddp_run(), CompareOptions{}); }, says);
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(CompareRunsBadInput, MissingRunDirectory) {
+  expect_refused(dir_.path("nowhere"), {"no run.json in", "nowhere"});
+}
+
+TEST_F(CompareRunsBadInput, RunJsonNotJson) {
+  const auto run = broken_copy();
+  testing::write_bytes(run / "run.json", "{\"format\": \"parity-run\",");
+  expect_refused(run, {(run / "run.json").string(), "not valid JSON"});
+}
+
+TEST_F(CompareRunsBadInput, MetricsLineNotJson) {
+  const auto run = broken_copy();
+  std::string metrics = testing::read_bytes(run / "metrics.jsonl");
+  const size_t third_line = metrics.find('\n', metrics.find('\n') + 1) + 1;
+  metrics.insert(third_line, "{\"step\": oops}\n");
+  testing::write_bytes(run / "metrics.jsonl", metrics);
+  expect_refused(run, {(run / "metrics.jsonl").string(), "line 3"});
+}
+
+TEST_F(CompareRunsBadInput, TruncatedTensorFile) {
+  const auto run = broken_copy();
+  const auto file = run / "tensors" / "step_000003.safetensors";
+  testing::write_bytes(file, testing::read_bytes(file).substr(0, 100));
+  expect_refused(run, {file.string()});
+}
+
+TEST_F(CompareRunsBadInput, DigestsOfTheWrongType) {
+  const auto run = broken_copy();
+  testing::edit_tensors(run, 9, [](NamedTensors& tensors) {
+    tensors["replicas/param_digests"] = HostTensor::zeros(DType::F32, {8});
+  });
+  expect_refused(run, {(run / "tensors" / "step_000009.safetensors").string(),
+                       "replicas/param_digests", "expected I64 [replicas]"});
+}
+
+TEST_F(CompareRunsBadInput, UnknownDtype) {
+  const auto run = broken_copy();
+  std::string text = testing::read_bytes(run / "run.json");
+  const std::string field = "\"dtype\": \"f32\"";
+  ASSERT_NE(text.find(field), std::string::npos);
+  text.replace(text.find(field), field.size(), "\"dtype\": \"f8\"");
+  testing::write_bytes(run / "run.json", text);
+  expect_refused(run, {(run / "run.json").string(), "unknown dtype \"f8\""});
+}
+
+}  // namespace
+}  // namespace parity::compare

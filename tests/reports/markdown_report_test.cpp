@@ -1,0 +1,88 @@
+// report.md: the verdict, one table row per check, diagnoses, runs; input strings escaped so
+// that none breaks a table or turns into markup.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "parity/reports/reports.h"
+#include "report_test_util.h"
+#include "sample_results.h"
+
+namespace parity::reports {
+namespace {
+
+using testing::contains;
+using testing::failing_result;
+using testing::passing_result;
+
+// The rows of the table that follows the line `header` (the header and separator excluded).
+std::vector<std::string> table_rows(const std::string& markdown, const std::string& header) {
+  std::istringstream lines(markdown);
+  std::string line;
+  while (std::getline(lines, line) && line != header) {
+  }
+  std::vector<std::string> rows;
+  std::getline(lines, line);  // | --- | --- |
+  while (std::getline(lines, line) && !line.empty()) rows.push_back(line);
+  return rows;
+}
+
+// Cells of a table row: split at '|' not preceded by a backslash.
+size_t num_cells(const std::string& row) {
+  size_t separators = 0;
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (row[i] == '|' && (i == 0 || row[i - 1] != '\\')) ++separators;
+  }
+  return separators - 1;
+}
+
+constexpr const char* kChecksHeader = "| status | check | result | first failing step |";
+
+TEST(MarkdownReport, HasOneRowPerCheckWithFourCells) {
+  for (const auto& result : {passing_result(), failing_result()}) {
+    const std::string markdown = render_markdown(result);
+    const auto rows = table_rows(markdown, kChecksHeader);
+    ASSERT_EQ(rows.size(), result.checks.size()) << markdown;
+    for (const std::string& row : rows) EXPECT_EQ(num_cells(row), 4u) << row;
+  }
+}
+
+TEST(MarkdownReport, StartsWithTheVerdictAndListsTheDiagnosis) {
+  const std::string markdown = render_markdown(failing_result());
+  EXPECT_EQ(markdown.rfind("## ❌ parity: not equivalent\n", 0), 0u);
+  EXPECT_TRUE(contains(markdown, "### Diagnosis\n\n- **P2 · Gradients summed, not averaged.**"));
+  EXPECT_TRUE(contains(markdown, "| ❌ fail | Loss curve |"));
+  EXPECT_TRUE(contains(markdown, "| ➖ not recorded | Single-device oracle |"));
+  EXPECT_TRUE(contains(markdown, "| ⚠️ warn | Random numbers |"));
+  EXPECT_TRUE(contains(markdown, "<details><summary>Gradients: fail</summary>"));
+  EXPECT_TRUE(contains(markdown, "| norm ratio | 8× |"));
+  EXPECT_TRUE(contains(markdown, "3 fail, 1 warn, 1 not recorded, 4 pass"));
+  EXPECT_EQ(render_markdown(passing_result()).rfind("## ✅ parity: equivalent\n", 0), 0u);
+}
+
+TEST(MarkdownReport, EscapesInputStrings) {
+  const std::string markdown = render_markdown(failing_result());
+  EXPECT_FALSE(contains(markdown, "<script>"));
+  EXPECT_TRUE(contains(markdown, "&lt;script\\>alert(1)&lt;/script\\>"));
+  EXPECT_TRUE(contains(markdown, "a\\|b"));
+  EXPECT_TRUE(contains(markdown, "Q&amp;A"));
+  EXPECT_TRUE(contains(markdown, "\\*bold\\* \\_it\\_ \\[link\\](http://x) \\`code\\`"));
+  EXPECT_TRUE(contains(markdown, "multi line detail"));
+  EXPECT_FALSE(contains(markdown, "\x07"));
+  EXPECT_FALSE(contains(markdown, "\x1b"));
+  // The runs table keeps three cells per row whatever the directory holds.
+  for (const std::string& row :
+       table_rows(markdown, "|  | run A (under test) | run B (reference) |")) {
+    EXPECT_EQ(num_cells(row), 3u) << row;
+  }
+}
+
+TEST(MarkdownReport, MarksRunFieldsThatShouldMatch) {
+  compare::ComparisonResult result = passing_result();
+  result.b.case_hash = "different";
+  EXPECT_TRUE(contains(render_markdown(result), "| case hash ⚠️ |"));
+  EXPECT_FALSE(contains(render_markdown(passing_result()), "⚠️ |"));
+}
+
+}  // namespace
+}  // namespace parity::reports
