@@ -3,14 +3,16 @@
 //   parity: NOT EQUIVALENT
 //     Gradients are 8× DDP's from step 1: summed over devices, not averaged.
 //
-//     check             status        key figure
-//     Loss curve        fail          max abs error 0.0213 (from step 1)
-//     Gradients         fail          norm ratio 8×
-//     Throughput        pass          samples/s 1.2e4
+//     check             status        result
+//     Loss curve        fail          Loss differs beyond tolerance from step 1.
+//     Gradients         fail          Gradient norms are 8.00× B's at every recorded step.
+//     Throughput        pass          A trains 3.9e+04 samples/s, B 1.1e+04: A/B throughput 3.6x …
 //
 //     diagnosis P2  Gradients summed, not averaged · fix: use pmean, not psum.
 //
-// A check's key figure is its first; a check without figures shows its summary. Widths count
+// A check's result is its summary sentence, cut to one line (the reports hold it whole and every
+// figure behind it): the sentence names the figure that matters for that check and outcome,
+// where a fixed "first figure" would show e.g. a step count for a passing loss curve. Widths count
 // code points, which is what a terminal shows for the text reports hold. Input strings are
 // sanitized: an escape sequence in a run directory cannot reach the terminal.
 #include <fmt/format.h>
@@ -20,7 +22,6 @@
 
 #include "escape.h"
 #include "labels.h"
-#include "number_format.h"
 #include "parity/reports/reports.h"
 
 namespace parity::reports {
@@ -31,7 +32,7 @@ using compare::CheckStatus;
 using compare::ComparisonResult;
 
 constexpr size_t kMaxTitleWidth = 28;
-constexpr size_t kMaxFigureWidth = 72;
+constexpr size_t kMaxResultWidth = 100;
 
 // Sanitized and on one line: line breaks and tabs would break the table.
 std::string one_line(const std::string& text) {
@@ -96,14 +97,8 @@ CheckStatus verdict_tone(compare::Verdict verdict) {
   return CheckStatus::kWarn;
 }
 
-std::string key_figure(const Check& check) {
-  std::string text = check.figures.empty() ? check.summary
-                                           : figure_label(check.figures.front().name) + " " +
-                                                 format_figure_value(check.figures.front());
-  if (check.first_failing_step) {
-    text += " (from step " + std::to_string(*check.first_failing_step) + ")";
-  }
-  return fit(one_line(text), kMaxFigureWidth);
+std::string result_line(const Check& check) {
+  return fit(one_line(check.summary), kMaxResultWidth);
 }
 
 std::string upper(std::string text) {
@@ -128,11 +123,11 @@ std::string render_terminal_summary(const ComparisonResult& result, bool color) 
     }
     const size_t status_width = std::string("not recorded").size();
     out +=
-        "\n  " + pad("check", title_width) + "  " + pad("status", status_width) + "  key figure\n";
+        "\n  " + pad("check", title_width) + "  " + pad("status", status_width) + "  result\n";
     for (const Check& check : result.checks) {
       out += "  " + pad(fit(one_line(check.title), kMaxTitleWidth), title_width) + "  " +
              paint(pad(status_label(check.status), status_width), check.status, color) + "  " +
-             key_figure(check) + "\n";
+             result_line(check) + "\n";
     }
   }
 

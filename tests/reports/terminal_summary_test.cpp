@@ -26,9 +26,13 @@ TEST(ReportTerminalSummary, ShowsVerdictChecksAndDiagnoses) {
   ASSERT_EQ(lines.size(), 15u) << text;
   EXPECT_EQ(lines[0], "parity: NOT EQUIVALENT");
   EXPECT_EQ(lines[1].rfind("  The runs part at step 1", 0), 0u);
-  EXPECT_EQ(lines[3], "  check                 status        key figure");
-  EXPECT_EQ(lines[4], "  Loss curve            fail          max abs error 0.8412 (from step 1)");
-  EXPECT_EQ(lines[5], "  Gradients             fail          norm ratio 8× (from step 1)");
+  EXPECT_EQ(lines[3], "  check                 status        result");
+  EXPECT_EQ(lines[4],
+            "  Loss curve            fail          Loss differs beyond tolerance from step 1; A is "
+            "NaN from step 150.");
+  EXPECT_EQ(lines[5],
+            "  Gradients             fail          Gradient norms are 8.00× B's at every recorded "
+            "step a|b.");
   EXPECT_EQ(lines[7].rfind("  Single-device oracle  not recorded  Neither run recorded", 0), 0u);
   EXPECT_EQ(lines[14].rfind("  diagnosis P2  Gradients summed, not averaged · fix: Reduce", 0), 0u);
   EXPECT_EQ(text.find('\x1b'), std::string::npos);  // input's escape sequence is neutralized
@@ -50,6 +54,16 @@ TEST(ReportTerminalSummary, KeepsLongAndMultiLineStringsOnOneLine) {
   const auto lines = lines_of(render_terminal_summary(result, false));
   EXPECT_EQ(lines[4].rfind("  " + std::string(27, 'x') + "…  pass", 0), 0u) << lines[4];
   EXPECT_EQ(lines.size(), lines_of(render_terminal_summary(passing_result(), false)).size());
+}
+
+TEST(ReportTerminalSummary, CutsALongResultToOneLineWithAnEllipsis) {
+  compare::ComparisonResult result = passing_result();
+  result.checks[0].summary = std::string(150, 'y');
+  const auto lines = lines_of(render_terminal_summary(result, false));
+  // 99 code points of the summary and the ellipsis: kMaxResultWidth is 100.
+  const std::string expected_end = std::string(99, 'y') + "…";
+  ASSERT_GE(lines[4].size(), expected_end.size());
+  EXPECT_EQ(lines[4].substr(lines[4].size() - expected_end.size()), expected_end) << lines[4];
 }
 
 }  // namespace

@@ -41,7 +41,8 @@ std::string render_json(const compare::ComparisonResult& result);
 std::string render_junit(const compare::ComparisonResult& result);
 
 // A compact table for the terminal: verdict and headline, one line per check (status and its
-// key figure), one line per diagnosis. `color` adds ANSI colours to the status words.
+// summary sentence, cut to one line), one line per diagnosis. `color` adds ANSI colours to the
+// status words.
 std::string render_terminal_summary(const compare::ComparisonResult& result, bool color);
 
 // Renders the four reports and writes them into `dir` (created if missing), each file replaced
