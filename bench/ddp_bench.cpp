@@ -164,9 +164,10 @@ void BM_EnginePmapStep(benchmark::State& state) {
   CaseSpec spec = load_case("mlp2-fmnist", {"parallel.replicas=" + std::to_string(num_devices)});
   // Replicas are checked bit for bit after every call (the correctness check before timing,
   // and on every timed step too: its cost is part of the engine's number).
+  cases::PmapStepOptions checked;
+  checked.check_replicas = true;
   pe::Pmapped step =
-      cases::make_pmap_train_step(spec, pe::DeviceSet(static_cast<int>(num_devices)),
-                                  cases::GradientReduction::kMean, /*check_replicas=*/true);
+      cases::make_pmap_train_step(spec, pe::DeviceSet(static_cast<int>(num_devices)), checked);
   const NamedTensors init = init_mlp_params(spec.model.widths, 0, 0.01);
   pe::Tree single = cases::params_from_tensors(init);
   pe::Tree params = cases::replicate(single, num_devices);

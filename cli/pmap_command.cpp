@@ -14,6 +14,7 @@ void register_pmap_command(CLI::App& app) {
   struct Arguments : RunArguments {
     std::string reduction = "pmean";
     bool check_replicas = false;
+    bool float64 = false;
   };
   auto arguments = std::make_shared<Arguments>();
   CLI::App* command = app.add_subcommand(
@@ -29,6 +30,9 @@ void register_pmap_command(CLI::App& app) {
   command->add_flag("--check-replicas", arguments->check_replicas,
                     "verify every step that params and optimizer state are bit-identical on "
                     "all devices, naming the first divergent leaf and device (debug; P4, P11)");
+  command->add_flag("--float64", arguments->float64,
+                    "train in float64 (params, optimizer state, data, every op): the oracle run "
+                    "for parity compare --oracle; run.json records dtype f64");
   command->callback([arguments] {
     CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
     cases::PmapRunOptions options;
@@ -37,9 +41,10 @@ void register_pmap_command(CLI::App& app) {
     options.init_file = ensure_init_file(spec, arguments->init, options.out_dir);
     options.overwrite = arguments->overwrite;
     options.quiet = arguments->quiet;
-    options.check_replicas = arguments->check_replicas;
-    options.reduction = arguments->reduction == "psum" ? cases::GradientReduction::kSum
-                                                       : cases::GradientReduction::kMean;
+    options.step.check_replicas = arguments->check_replicas;
+    options.step.float64 = arguments->float64;
+    options.step.reduction = arguments->reduction == "psum" ? cases::GradientReduction::kSum
+                                                            : cases::GradientReduction::kMean;
     cases::run_pmap(spec, options);
     print_summary("parity pmap", options.out_dir,
                   fmt::format("{} devices", spec.parallel.replicas));

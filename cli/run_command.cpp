@@ -1,6 +1,7 @@
 // parity run: the main job. For each case: its initial parameters once, a DDP run (ddp_ref,
-// ranks as threads) and an engine run (pmap_engine) from them, the comparison and its reports
-// under OUT/CASE/{init.safetensors, ddp/, pmap/, report/}.
+// ranks as threads) and an engine run (pmap_engine) from them, with --oracle (or the case's
+// compare.oracle) a float64 engine run too, the comparison and its reports under
+// OUT/CASE/{init.safetensors, ddp/, pmap/, oracle/, report/}.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@ struct RunCommandArguments : ComparisonArguments {
   std::vector<std::string> cases;
   std::vector<std::string> overrides;
   std::string out = "parity-out";
+  bool oracle = false;
 };
 
 // A producer that fails (a rank dies, a loss turns NaN) leaves an incomplete run directory;
@@ -39,7 +41,9 @@ int run_case(const std::string& case_name, const RunCommandArguments& arguments)
   const std::filesystem::path dir = std::filesystem::path(arguments.out) / spec.name;
   const std::filesystem::path init = ensure_init_file(spec, "", dir);
   const int64_t steps = spec.train.steps;
-  Progress progress("parity run " + spec.name, 2 * steps + 1);
+  const bool oracle = arguments.oracle || spec.compare.oracle;
+  const int64_t trainings = oracle ? 3 : 2;
+  Progress progress("parity run " + spec.name, trainings * steps + 1);
 
   ddp_ref::DdpOptions ddp;
   ddp.init_file = init;
@@ -60,11 +64,25 @@ int run_case(const std::string& case_name, const RunCommandArguments& arguments)
   progress.phase(fmt::format("pmap_engine, {} devices", spec.parallel.replicas));
   train("pmap_engine", [&] { cases::run_pmap(spec, engine); });
 
-  progress.update(2 * steps);
+  compare::CompareOptions options = comparison_options(arguments);
+  std::optional<RunDir> oracle_run;
+  if (oracle) {
+    cases::PmapRunOptions reference = engine;
+    reference.out_dir = dir / "oracle";
+    reference.step.float64 = true;
+    reference.on_step = [&](int64_t done) { progress.update(2 * steps + done); };
+    progress.update(2 * steps);
+    progress.phase(fmt::format("float64 oracle, {} devices", spec.parallel.replicas));
+    train("the float64 oracle", [&] { cases::run_pmap(spec, reference); });
+    oracle_run = read_run_dir(reference.out_dir);
+    options.oracle = &*oracle_run;
+  }
+
+  progress.update(trainings * steps);
   progress.phase("compare");
   const compare::ComparisonResult result =
-      compare::compare_run_dirs(engine.out_dir, ddp.out_dir, comparison_options(arguments));
-  progress.update(2 * steps + 1);
+      compare::compare_run_dirs(engine.out_dir, ddp.out_dir, options);
+  progress.update(trainings * steps + 1);
   progress.finish();
   return finish_comparison(result, dir / "report", arguments);
 }
@@ -82,6 +100,9 @@ void register_run_command(CLI::App& app, int& exit_status) {
   command->add_option("--set", arguments->overrides,
                       "override a case key for every case, e.g. --set train.steps=50");
   command->add_option("--out", arguments->out, "output folder (default parity-out)");
+  command->add_flag("--oracle", arguments->oracle,
+                    "also train the engine in float64 (OUT/CASE/oracle) and judge both runs' "
+                    "losses against it, as the case key compare.oracle = true does");
   add_comparison_options(command, *arguments);
   command->callback([arguments, &exit_status] {
     const std::vector<std::string> names =

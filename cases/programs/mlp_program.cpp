@@ -21,8 +21,12 @@ pe::Array to_engine(const HostTensor& tensor) {
 }
 
 HostTensor to_host(const pe::Array& array) {
-  std::vector<float> values = array.to_floats();
-  return HostTensor::from_f32(Shape(array.shape().begin(), array.shape().end()), values);
+  const Shape shape(array.shape().begin(), array.shape().end());
+  if (array.dtype() != pe::DType::f64) return HostTensor::from_f32(shape, array.to_floats());
+  HostTensor tensor = HostTensor::zeros(DType::F64, shape);
+  const std::vector<double> values = array.to_doubles();
+  std::memcpy(tensor.bytes.data(), values.data(), tensor.num_bytes());
+  return tensor;
 }
 
 pe::Array activate(const std::string& activation, const pe::Array& x) {
@@ -58,6 +62,10 @@ NamedTensors tensors_from_params(const pe::Tree& params) {
   return tensors;
 }
 
+pe::Tree cast_tree(const pe::Tree& tree, pe::DType dtype) {
+  return pe::tree_map([dtype](const pe::Array& leaf) { return pe::astype(leaf, dtype); }, tree);
+}
+
 pe::Array mlp_forward(const ModelSpec& model, const pe::Tree& params, const pe::Array& x) {
   const size_t num_layers = model.widths.size() - 1;
   pe::Array h = x;
@@ -81,15 +89,14 @@ pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Arr
   // Mixed precision as seed 002 §3.4 writes it: the master weights stay f32 (they are what
   // the optimizer updates); the forward pass and the loss run in the compute dtype, and the
   // loss is cast to f32 at the end, so the gradients arrive in f32 through the casts.
-  const bool mixed = dtype != pe::DType::f32;
-  const pe::Tree compute_params =
-      mixed ? pe::tree_map([dtype](const pe::Array& p) { return pe::astype(p, dtype); }, params)
-            : params;
+  const pe::DType master = params.leaves().front().dtype();
+  const bool mixed = dtype != master;
+  const pe::Tree compute_params = mixed ? cast_tree(params, dtype) : params;
   pe::Array outputs = mlp_forward(model, compute_params, mixed ? pe::astype(x, dtype) : x);
   pe::Array loss = model.loss == "softmax_cross_entropy"
                        ? pe::mean(pe::softmax_cross_entropy_with_integer_labels(outputs, y))
                        : pe::mse(outputs, mixed ? pe::astype(y, dtype) : y);
-  return mixed ? pe::astype(loss, pe::DType::f32) : loss;
+  return mixed ? pe::astype(loss, master) : loss;
 }
 
 pe::optim::GradientTransformation make_optimizer(const TrainSpec& train) {

@@ -22,15 +22,19 @@ namespace pe = pmap_engine;
 // Canonical tensors ("dense0.kernel") as the nested dict {"dense0": {"bias", "kernel"}}, whose
 // leaf paths are the canonical names again.
 pe::Tree params_from_tensors(const NamedTensors& tensors);
+// Tensors keep the leaves' precision: F64 for f64 leaves (the float64 oracle), else F32.
 NamedTensors tensors_from_params(const pe::Tree& params);
+// Every leaf cast to `dtype`.
+pe::Tree cast_tree(const pe::Tree& tree, pe::DType dtype);
 
 // x: [B, widths[0]] -> [B, widths.back()].
 pe::Array mlp_forward(const ModelSpec& model, const pe::Tree& params, const pe::Array& x);
 // The case's train.dtype ("f32", "bf16", "f16") as an engine dtype.
 pe::DType compute_dtype(const std::string& name);
 
-// Mean loss over the batch, in f32; y: i32 labels [B] or f32 targets [B, T]. With a 16-bit
-// `dtype` the forward pass runs in it from f32 master weights (mixed precision).
+// Mean loss over the batch, in the params' dtype (the master weights': f32, or f64 for the
+// oracle); y: i32 labels [B] or float targets [B, T]. With a `dtype` other than the master
+// weights' the forward pass runs in it from them (mixed precision).
 pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Array& x,
                    const pe::Array& y, pe::DType dtype = pe::DType::f32);
 

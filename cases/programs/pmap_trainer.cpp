@@ -52,6 +52,12 @@ struct StepBatch {
   pe::Array targets;  // [N, B] i32 labels or [N, B, T] f32
   std::vector<int64_t> global_sample_ids;
   double samples_per_device = 0;
+
+  // Inputs, and regression targets, in `dtype`; integer labels stay as they are.
+  void cast_floats(pe::DType dtype) {
+    inputs = pe::astype(inputs, dtype);
+    if (pe::is_floating(targets.dtype())) targets = pe::astype(targets, dtype);
+  }
 };
 
 StepBatch make_batch(const Dataset& data, const StepBatches& batches) {
@@ -84,10 +90,13 @@ StepBatch make_batch(const Dataset& data, const StepBatches& batches) {
 
 void evaluate(const CaseSpec& spec, const pe::Tree& params, RunInfo& info) {
   Dataset test = load_case_dataset(spec, "test");
-  pe::Array x = pe::Array::from_floats({test.num_samples, test.feature_dim}, test.features);
+  const pe::DType dtype = params.leaves().front().dtype();
+  pe::Array x = pe::astype(
+      pe::Array::from_floats({test.num_samples, test.feature_dim}, test.features), dtype);
   pe::Array outputs = mlp_forward(spec.model, params, x);
   if (test.labels.empty()) {
-    pe::Array targets = pe::Array::from_floats({test.num_samples, test.target_dim}, test.targets);
+    pe::Array targets = pe::astype(
+        pe::Array::from_floats({test.num_samples, test.target_dim}, test.targets), dtype);
     info.results["test_loss"] = pe::mse(outputs, targets).item();
     return;
   }
@@ -126,9 +135,11 @@ pe::Tree replicate(const pe::Tree& tree, int64_t num_devices) {
 }
 
 pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
-                                 GradientReduction reduction, bool check_replicas) {
+                                 const PmapStepOptions& step_options) {
   const ModelSpec model = spec.model;
-  const pe::DType dtype = compute_dtype(spec.train.dtype);
+  const GradientReduction reduction = step_options.reduction;
+  const pe::DType dtype =
+      step_options.float64 ? pe::DType::f64 : compute_dtype(spec.train.dtype);
   const pe::optim::GradientTransformation optimizer = make_optimizer(spec.train);
   pe::TreeFunction loss_fn = [model, dtype](const std::vector<pe::Tree>& args) {
     return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype));
@@ -149,7 +160,7 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
   options.axis_name = kAxis;
   options.donate_argnums = {0, 1};
   options.devices = devices;
-  if (check_replicas) options.check_replicated_outputs = {0, 1};
+  if (step_options.check_replicas) options.check_replicated_outputs = {0, 1};
   return pe::pmap(step, options);
 }
 
@@ -163,10 +174,11 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   }
   const int64_t num_devices = spec.parallel.replicas;
   const pe::DeviceSet devices(static_cast<int>(num_devices));
-  NamedTensors init = read_safetensors(options.init_file).tensors;
-  pe::Tree params = replicate(params_from_tensors(init), num_devices);
-  pe::Tree opt_state =
-      replicate(make_optimizer(spec.train).init(params_from_tensors(init)), num_devices);
+  const bool float64 = options.step.float64;
+  pe::Tree initial = params_from_tensors(read_safetensors(options.init_file).tensors);
+  if (float64) initial = cast_tree(initial, pe::DType::f64);
+  pe::Tree params = replicate(initial, num_devices);
+  pe::Tree opt_state = replicate(make_optimizer(spec.train).init(initial), num_devices);
   Dataset train = load_case_dataset(spec, "train");
   DistributedSamplerOptions sampler;
   sampler.dataset_size = train.num_samples;
@@ -175,9 +187,10 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   sampler.seed = spec.data.seed;
   sampler.drop_last = spec.data.drop_last;
   DistributedBatchPlan plan(sampler, spec.data.per_replica_batch);
-  pe::Pmapped step = make_pmap_train_step(spec, devices, options.reduction, options.check_replicas);
+  pe::Pmapped step = make_pmap_train_step(spec, devices, options.step);
 
   RunInfo run_info = run_info_for_case(spec, "pmap_engine");
+  if (float64) run_info.dtype = "f64";
   run_info.versions["pmap_engine"] = PARITY_VERSION;
   RunDirWriter writer(options.out_dir, run_info, options.overwrite);
   const double setup_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
@@ -186,6 +199,7 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   double global_loss = 0;
   for (int64_t s = 0; s < spec.train.steps; ++s) {
     StepBatch batch = make_batch(train, plan.step(s));
+    if (float64) batch.cast_floats(pe::DType::f64);
     const auto start = Clock::now();
     pe::Tree out = step({params, opt_state, batch.inputs, batch.targets});
     step_seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());

@@ -20,22 +20,30 @@ pe::Tree replicate(const pe::Tree& tree, int64_t num_devices);
 // average DDP computes; psum is pitfall P2 (the sum, N times larger).
 enum class GradientReduction { kMean, kSum };
 
+// How a step differs from the case's plain data-parallel step.
+struct PmapStepOptions {
+  GradientReduction reduction = GradientReduction::kMean;
+  // Every step verifies that params and opt_state are bit-identical on all devices (pmap's
+  // replication check) and names the first divergent leaf and device.
+  bool check_replicas = false;
+  // The float64 oracle: master weights, optimizer state, inputs and every op in f64 (the case's
+  // train.dtype is ignored), so its trajectory is closer to exact training than any f32 run's.
+  // Params and opt_state passed to the step must then be f64.
+  bool float64 = false;
+};
+
 // train_step(params, opt_state, x, y) under pmap(axis_name="data"): every argument carries a
 // leading device axis; returns (params, opt_state, per-device loss, reduced grads), donating
 // params and opt_state.
-// With `check_replicas`, every step verifies that params and opt_state are bit-identical on
-// all devices (pmap's replication check) and names the first divergent leaf and device.
 pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
-                                 GradientReduction reduction = GradientReduction::kMean,
-                                 bool check_replicas = false);
+                                 const PmapStepOptions& step = {});
 
 struct PmapRunOptions {
   std::filesystem::path init_file;
   std::filesystem::path out_dir;
   bool overwrite = false;
   bool quiet = false;
-  GradientReduction reduction = GradientReduction::kMean;
-  bool check_replicas = false;
+  PmapStepOptions step;
   // Called after each step with the number of steps done, for a caller's progress display.
   std::function<void(int64_t steps_done)> on_step;
 };

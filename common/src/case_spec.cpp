@@ -76,6 +76,7 @@ const std::vector<SectionSchema>& schema() {
         {"dtype", Kind::kString},
         {"record_steps", Kind::kIntegerList}}},
       {"init", {{"scheme", Kind::kString}, {"seed", Kind::kInteger}, {"scale", Kind::kFloat}}},
+      {"compare", {{"oracle", Kind::kBool}}},
   };
   return sections;
 }
@@ -459,6 +460,7 @@ CaseSpec read_case(CaseReader& reader) {
   reader.read("init", "scheme", spec.init.scheme);
   reader.read("init", "seed", spec.init.seed);
   reader.read("init", "scale", spec.init.scale);
+  reader.read("compare", "oracle", spec.compare.oracle);
   return spec;
 }
 
@@ -833,6 +835,12 @@ std::vector<CaseSpec> list_cases() {
 }
 
 std::string CaseSpec::to_toml() const {
+  return training_toml() + "\n[compare]\noracle = " + boolean(compare.oracle) + "\n";
+}
+
+std::string CaseSpec::hash() const { return Fnv1a64().update(training_toml()).hex(); }
+
+std::string CaseSpec::training_toml() const {
   std::ostringstream out;
   out << "[case]\n"
       << "name = " << quote(name) << "\n"
@@ -873,7 +881,5 @@ std::string CaseSpec::to_toml() const {
       << "scale = " << format_float(init.scale) << "\n";
   return out.str();
 }
-
-std::string CaseSpec::hash() const { return Fnv1a64().update(to_toml()).hex(); }
 
 }  // namespace parity

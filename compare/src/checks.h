@@ -76,7 +76,9 @@ Check check_parameters(const TensorScan& scan, const Tolerance& tolerance, Findi
 Check check_replicas(const TensorScan& scan, Findings& findings);
 Check check_data(const RunPair& runs, Findings& findings);
 Check check_rng();
-Check check_oracle(const RunPair& runs, const CompareOptions& options);
+// `dtype_tolerance`: the runs' default loss tolerance, the oracle's floor unless one is given.
+Check check_oracle(const RunPair& runs, const CompareOptions& options,
+                   const Tolerance& dtype_tolerance);
 // Global batch / steady step median; nullopt without timings or a case to read the batch from.
 std::optional<double> samples_per_second(const RunDir& run);
 Check check_throughput(const RunPair& runs, const CompareOptions& options);

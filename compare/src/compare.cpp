@@ -98,7 +98,8 @@ std::string likely_cause(const std::vector<Diagnosis>& diagnoses) {
   return fmt::format("likely {} ({})", diagnoses.front().title, diagnoses.front().pitfall);
 }
 
-std::string make_headline(const ComparisonResult& result, const RunPair& runs) {
+std::string make_headline(const ComparisonResult& result, const RunPair& runs,
+                          bool float_noise) {
   std::optional<int64_t> first_step;
   std::vector<std::string> failed_titles;
   for (const Check& check : result.checks) {
@@ -115,6 +116,12 @@ std::string make_headline(const ComparisonResult& result, const RunPair& runs) {
                          num_steps,
                          result.diagnoses.empty() ? "" : "; " + likely_cause(result.diagnoses));
     }
+    if (float_noise) {
+      return fmt::format(
+          "Equivalent within float noise: A ({}) and B ({}) part beyond the {} tolerance, but A "
+          "is no further from the higher-precision oracle than B's rounding allows.",
+          runs.a.info.producer, runs.b.info.producer, runs.a.info.dtype);
+    }
     return fmt::format("Equivalent: A ({}) and B ({}) agree on all {} steps compared.",
                        runs.a.info.producer, runs.b.info.producer, num_steps);
   }
@@ -123,6 +130,38 @@ std::string make_headline(const ComparisonResult& result, const RunPair& runs) {
   return fmt::format("A ({}) and B ({}) {} ({} failed): {}{}.", runs.a.info.producer,
                      runs.b.info.producer, where, fmt::join(failed_titles, ", "),
                      likely_cause(result.diagnoses), incomplete.empty() ? "" : "; " + incomplete);
+}
+
+// The oracle separates float noise from divergence: when it passed (A is no further from the
+// higher-precision trajectory than the reference allows), the runs agreed on the first update,
+// and nothing but the loss, gradient and parameter tolerances failed, those failures are the
+// rounding of two f32 runs growing apart, not a difference in what they compute. They become
+// warnings and the runs are equivalent. Returns whether it accepted them.
+bool accept_float_noise(ComparisonResult& result, const Findings& findings) {
+  const auto oracle = std::find_if(result.checks.begin(), result.checks.end(),
+                                   [](const Check& c) { return c.id == "oracle"; });
+  if (oracle == result.checks.end() || oracle->status != CheckStatus::kPass) return false;
+  if (findings.first_non_finite || findings.first_grads_match == false ||
+      findings.first_params_match == false) {
+    return false;
+  }
+  const auto within_tolerance_only = [](const Check& check) {
+    return check.status != CheckStatus::kFail || check.id == "loss_curve" ||
+           check.id == "gradients" || check.id == "parameters";
+  };
+  if (!std::all_of(result.checks.begin(), result.checks.end(), within_tolerance_only)) {
+    return false;
+  }
+  bool accepted = false;
+  for (Check& check : result.checks) {
+    if (check.status != CheckStatus::kFail) continue;
+    check.status = CheckStatus::kWarn;
+    check.summary += " Float noise: A is within the oracle's bound (see Oracle).";
+    accepted = true;
+  }
+  // The rounding-drift diagnosis explained those failures; the oracle has now answered it.
+  if (accepted) result.diagnoses.clear();
+  return accepted;
 }
 
 Verdict decide(const ComparisonResult& result, const RunPair& runs) {
@@ -157,14 +196,15 @@ ComparisonResult compare_runs(const RunDir& a, const RunDir& b, const CompareOpt
       check_replicas(scan, findings),
       check_data(runs, findings),
       check_rng(),
-      check_oracle(runs, options),
+      check_oracle(runs, options, looser_of(dtype_tolerance(a), dtype_tolerance(b))),
       check_throughput(runs, options),
       check_memory(runs, options),
   };
   findings.first_non_finite = find_first_non_finite(runs);
   result.diagnoses = diagnose(runs, findings);
+  const bool float_noise = accept_float_noise(result, findings);
   result.verdict = decide(result, runs);
-  result.headline = make_headline(result, runs);
+  result.headline = make_headline(result, runs, float_noise);
   result.parity_version = PARITY_VERSION;
   result.generated_at = utc_timestamp_now();
   return result;

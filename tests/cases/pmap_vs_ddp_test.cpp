@@ -42,7 +42,7 @@ std::filesystem::path train_pmap(const CaseSpec& spec, const std::filesystem::pa
   options.init_file = init;
   options.out_dir = out;
   options.quiet = true;
-  options.reduction = reduction;
+  options.step.reduction = reduction;
   run_pmap(spec, options);
   return out;
 }

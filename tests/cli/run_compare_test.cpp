@@ -36,14 +36,16 @@ void expect_four_reports(const fs::path& report_dir, const std::string& verdict)
 
 TEST(CliRun, TrainsBothProducersComparesAndWritesTheReports) {
   testing::TempDir out;
-  const auto run = run_command(
-      fmt::format("{} run {} --out {}", kParity, kShortCase, shell_quote(out.path().string())));
+  const auto run = run_command(fmt::format("{} run {} --oracle --out {}", kParity, kShortCase,
+                                           shell_quote(out.path().string())));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const fs::path case_dir = out.path("mlp2-fmnist");  // the default case
-  for (const char* part : {"init.safetensors", "ddp/run.json", "pmap/run.json"}) {
+  for (const char* part : {"init.safetensors", "ddp/run.json", "pmap/run.json", "oracle/run.json"}) {
     EXPECT_TRUE(fs::exists(case_dir / part)) << part;
   }
   expect_four_reports(case_dir / "report", "equivalent");
+  EXPECT_EQ(read_json(case_dir / "oracle/run.json").at("dtype"), "f64");
+  EXPECT_THAT(run.output, HasSubstr("parity run mlp2-fmnist: float64 oracle, 8 devices"));
   EXPECT_THAT(run.output, HasSubstr("parity: EQUIVALENT"));
   EXPECT_THAT(run.output, HasSubstr("report: " + (case_dir / "report/report.html").string()));
   // Not a terminal: progress comes as plain lines, not a redrawn bar.
@@ -54,11 +56,13 @@ TEST(CliRun, TrainsBothProducersComparesAndWritesTheReports) {
   const fs::path summary = out.path("step-summary.md");
   testing::write_bytes(summary, "earlier step's summary\n");
   const auto compared = run_command(fmt::format(
-      "GITHUB_STEP_SUMMARY={} {} compare {} {} --report {}", shell_quote(summary.string()), kParity,
-      shell_quote((case_dir / "pmap").string()), shell_quote((case_dir / "ddp").string()),
+      "GITHUB_STEP_SUMMARY={} {} compare {} {} --oracle {} --report {}",
+      shell_quote(summary.string()), kParity, shell_quote((case_dir / "pmap").string()),
+      shell_quote((case_dir / "ddp").string()), shell_quote((case_dir / "oracle").string()),
       shell_quote(out.path("report").string())));
   ASSERT_EQ(compared.exit_code, 0) << compared.output;
   expect_four_reports(out.path("report"), "equivalent");
+  EXPECT_THAT(compared.output, HasSubstr("Oracle               pass"));
   const std::string appended = testing::read_bytes(summary);
   EXPECT_THAT(appended, HasSubstr("earlier step's summary\n"));  // appended, not replaced
   EXPECT_THAT(appended, HasSubstr("parity: equivalent"));

@@ -126,6 +126,7 @@ TEST(CaseSpec, LoadsMlp2FmnistByName) {
   EXPECT_EQ(spec.init.scheme, "jax-normal");
   EXPECT_EQ(spec.init.seed, 0u);
   EXPECT_DOUBLE_EQ(spec.init.scale, 0.01);
+  EXPECT_FALSE(spec.compare.oracle);
 }
 
 TEST(CaseSpec, LoadsLinear1024Mse) {
@@ -222,7 +223,8 @@ TEST(CaseSpec, CanonicalTomlPrintsEveryKeyInFixedOrder) {
   const std::vector<std::string> in_order = {
       "[case]", "name = \"mlp2-fmnist\"", "[model]", "widths = [784, 256, 10]", "[data]",
       "synthetic_seed = 0", "[parallel]", "processes = 1", "[train]", "lr = 0.001",
-      "momentum = 0.0", "eps = 1e-08", "record_steps = [0, 199]", "[init]", "scale = 0.01"};
+      "momentum = 0.0", "eps = 1e-08", "record_steps = [0, 199]", "[init]", "scale = 0.01",
+      "[compare]", "oracle = false"};
   size_t at = 0;
   for (const std::string& piece : in_order) {
     const size_t found = text.find(piece, at);
@@ -235,11 +237,23 @@ TEST(CaseSpec, CanonicalTomlPrintsEveryKeyInFixedOrder) {
 TEST(CaseSpec, HashIsHexAndFollowsContent) {
   const CaseSpec base = load_case("mlp2-fmnist");
   EXPECT_EQ(base.hash().size(), 16u);
-  EXPECT_EQ(base.hash(), Fnv1a64().update(base.to_toml()).hex());
+  EXPECT_EQ(base.hash(), Fnv1a64().update(base.training_toml()).hex());
   EXPECT_EQ(load_case("mlp2-fmnist").hash(), base.hash());
   EXPECT_NE(load_case("mlp2-fmnist", {"train.lr=2e-3"}).hash(), base.hash());
   // An override that restates the file's value changes nothing.
   EXPECT_EQ(load_case("mlp2-fmnist", {"train.lr=1e-3"}).hash(), base.hash());
+}
+
+TEST(CaseSpec, CompareSectionIsRecordedButNotHashed) {
+  // [compare] says how parity run judges the case, not what is trained: a run with the oracle
+  // and one without trained the same scenario.
+  const CaseSpec base = load_case("mlp2-fmnist");
+  const CaseSpec with_oracle = load_case("mlp2-fmnist", {"compare.oracle=true"});
+  EXPECT_TRUE(with_oracle.compare.oracle);
+  EXPECT_EQ(with_oracle.hash(), base.hash());
+  EXPECT_EQ(with_oracle.training_toml(), base.training_toml());
+  EXPECT_NE(with_oracle.to_toml(), base.to_toml());
+  EXPECT_NE(with_oracle.to_toml().find("[compare]\noracle = true\n"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -332,7 +346,7 @@ TEST(CaseSpec, UnknownSectionNamesPositionAndSuggests) {
   const std::string far = dir.write("u", "[model]\nwidths = [784, 10]\n[xyz]\n");
   EXPECT_EQ(load_error(far), "unknown section [xyz] at " + far +
                                  ":3:2; the sections are [case], [model], [data], [parallel], "
-                                 "[train], [init]");
+                                 "[train], [init], [compare]");
 }
 
 TEST(CaseSpec, WrongTypeNamesPosition) {

@@ -147,7 +147,7 @@ TEST(CompareRuns, RunStoppedByNanLossIsIncompleteAndDiagnosedP10) {
 }
 
 TEST(CompareRuns, OtherInitialParametersDifferAtStepZero) {
-  const auto other_init = testing::shared_run("pmap-init-seed1", "pmap", "--set init.seed=1");
+  const auto other_init = testing::other_init_run();
   const ComparisonResult result =
       compare_run_dirs(other_init, testing::pmap_run(), CompareOptions{});
   EXPECT_EQ(result.verdict, Verdict::kNotEquivalent);
@@ -186,10 +186,8 @@ TEST(CompareRuns, AdamEpsInsideTheSqrtIsDiagnosedAsOptimizerSemantics) {
   // The engine with optax's eps_root: sqrt(nu_hat + 1e-8) + 0 instead of torch's
   // sqrt(nu_hat) + 1e-8. Step-0 gradients agree; the first update already differs wherever
   // |g| is not far above 1e-4.
-  const auto eps_inside = testing::shared_run("pmap-eps-inside-sqrt", "pmap",
-                                              "--set train.eps=0 --set train.eps_root=1e-8");
   const ComparisonResult result =
-      compare_run_dirs(eps_inside, testing::ddp_run(), CompareOptions{});
+      compare_run_dirs(testing::eps_inside_sqrt_run(), testing::ddp_run(), CompareOptions{});
   EXPECT_EQ(result.verdict, Verdict::kNotEquivalent);
   EXPECT_THAT(all_details(find_check(result, "case")), HasSubstr("train.eps_root: A 1e-08, B 0"));
   EXPECT_EQ(find_check(result, "gradients").first_failing_step, 3);  // step 0 agrees
@@ -216,6 +214,108 @@ TEST(CompareRuns, OracleMeasuresEachRunsErrorAgainstAThirdRun) {
   EXPECT_EQ(failed.status, CheckStatus::kFail) << failed.summary;
   EXPECT_EQ(figure(failed, "max_loss_error_b"), 0);
   EXPECT_EQ(figure(failed, "allowed_error_a"), 0);
+}
+
+TEST(CompareRuns, Float64OracleTrainsTheSameStepsInDoublePrecision) {
+  const RunDir oracle = read_run_dir(testing::float64_run());
+  const RunDir pmap = read_run_dir(testing::pmap_run());
+  EXPECT_EQ(oracle.info.dtype, "f64");
+  EXPECT_EQ(oracle.info.case_hash, pmap.info.case_hash);
+  ASSERT_EQ(oracle.steps.size(), pmap.steps.size());
+  bool any_difference = false;
+  for (size_t i = 0; i < oracle.steps.size(); ++i) {
+    EXPECT_EQ(oracle.steps[i].samples_digest, pmap.steps[i].samples_digest);
+    // Derivation: f32 rounds each op at 6e-8 relative; ten Adam steps of a 784-256-10 MLP keep
+    // the f32 loss within 1e-5 of the f64 one, where a semantic difference (P2, eps placement)
+    // moves it by 1e-3 or more (the tests above).
+    EXPECT_NEAR(oracle.steps[i].loss, pmap.steps[i].loss, 1e-5 * pmap.steps[i].loss) << i;
+    any_difference |= oracle.steps[i].loss != pmap.steps[i].loss;
+  }
+  EXPECT_TRUE(any_difference) << "the f64 losses are the f32 ones: the run was not in f64";
+  const SafetensorsFile tensors = read_safetensors(testing::float64_run() / "tensors" /
+                                                   "step_000000.safetensors");
+  EXPECT_EQ(tensors.tensors.at("params/dense0.kernel").dtype, DType::F64);
+  EXPECT_EQ(tensors.tensors.at("grads/dense1.bias").dtype, DType::F64);
+}
+
+// With both losses held to zero tolerance, the two f32 runs fail the loss curve on rounding
+// alone; the f64 oracle shows A is no further from exact training than B, so it is float noise.
+TEST(CompareRuns, OracleAcceptsRoundingBeyondTheToleranceAsFloatNoise) {
+  const RunDir pmap = read_run_dir(testing::pmap_run());
+  const RunDir ddp = read_run_dir(testing::ddp_run());
+  const RunDir oracle = read_run_dir(testing::float64_run());
+  CompareOptions options;
+  options.loss_rtol = 0;
+  options.loss_atol = 0;
+  const ComparisonResult without_oracle = compare_runs(pmap, ddp, options);
+  ASSERT_EQ(without_oracle.verdict, Verdict::kNotEquivalent) << without_oracle.headline;
+  ASSERT_EQ(find_check(without_oracle, "loss_curve").status, CheckStatus::kFail);
+
+  options.oracle = &oracle;
+  const ComparisonResult result = compare_runs(pmap, ddp, options);
+  const Check& oracle_check = find_check(result, "oracle");
+  EXPECT_EQ(oracle_check.status, CheckStatus::kPass) << oracle_check.summary;
+  EXPECT_GT(figure(oracle_check, "max_loss_error_a"), 0);
+  EXPECT_GT(figure(oracle_check, "max_loss_error_b"), 0);
+  EXPECT_EQ(result.verdict, Verdict::kEquivalent) << result.headline;
+  EXPECT_THAT(result.headline, StartsWith("Equivalent within float noise"));
+  const Check& loss = find_check(result, "loss_curve");
+  EXPECT_EQ(loss.status, CheckStatus::kWarn);
+  EXPECT_THAT(loss.summary, HasSubstr("Float noise"));
+  EXPECT_TRUE(result.diagnoses.empty());
+}
+
+// Adam divides the first moment by the root of the second, so gradients 8x larger give nearly
+// the same updates (only eps is not scaled): the psum run's losses stay near the oracle's and
+// the oracle check passes. The gradients are still 8x at the first step, which no rounding
+// explains, so the oracle excuses nothing.
+TEST(CompareRuns, OracleDoesNotExcuseSummedGradients) {
+  const RunDir psum = read_run_dir(testing::psum_run());
+  const RunDir ddp = read_run_dir(testing::ddp_run());
+  const RunDir oracle = read_run_dir(testing::float64_run());
+  CompareOptions options;
+  options.oracle = &oracle;
+  const ComparisonResult result = compare_runs(psum, ddp, options);
+  EXPECT_EQ(find_check(result, "oracle").status, CheckStatus::kPass);
+  EXPECT_EQ(find_check(result, "gradients").status, CheckStatus::kFail);
+  EXPECT_EQ(result.verdict, Verdict::kNotEquivalent);
+  ASSERT_FALSE(result.diagnoses.empty());
+  EXPECT_EQ(result.diagnoses.front().pitfall, "P2");
+}
+
+// Whatever the oracle says of the losses, an update that differs at the first step (same
+// gradients, other parameters) is a difference in what the runs compute, not rounding.
+TEST(CompareRuns, OracleDoesNotExcuseADifferentFirstUpdate) {
+  const RunDir eps_inside = read_run_dir(testing::eps_inside_sqrt_run());
+  const RunDir ddp = read_run_dir(testing::ddp_run());
+  const RunDir oracle = read_run_dir(testing::float64_run());
+  CompareOptions options;
+  options.oracle = &oracle;
+  options.oracle_factor = 1e9;  // the oracle passes, so the first-update guard is what decides
+  const ComparisonResult result = compare_runs(eps_inside, ddp, options);
+  ASSERT_EQ(find_check(result, "oracle").status, CheckStatus::kPass);
+  EXPECT_EQ(result.verdict, Verdict::kNotEquivalent) << result.headline;
+  EXPECT_EQ(find_check(result, "parameters").status, CheckStatus::kFail);
+  ASSERT_FALSE(result.diagnoses.empty());
+  EXPECT_EQ(result.diagnoses.front().title, "Different optimizer semantics");
+}
+
+TEST(CompareRuns, OracleOfAnotherCaseIsRefusedNamingItsRunJson) {
+  const RunDir pmap = read_run_dir(testing::pmap_run());
+  const RunDir ddp = read_run_dir(testing::ddp_run());
+  const auto other_dir = testing::other_init_run();  // init.seed 1: another case hash
+  const RunDir other = read_run_dir(other_dir);
+  CompareOptions options;
+  options.oracle = &other;
+  try {
+    compare_runs(pmap, ddp, options);
+    FAIL() << "an oracle of another case was accepted";
+  } catch (const InputError& error) {
+    EXPECT_THAT(error.what(), HasSubstr((other_dir / "run.json").string()));
+    EXPECT_THAT(error.what(), HasSubstr("the oracle trained case mlp2-fmnist"));
+    EXPECT_THAT(error.what(), HasSubstr("the reference (run B) case mlp2-fmnist"));
+    EXPECT_THAT(error.what(), HasSubstr("--float64"));
+  }
 }
 
 TEST(CompareRuns, ThroughputAndMemoryInformUnlessAskedToGate) {

@@ -71,6 +71,16 @@ inline std::filesystem::path pmap_run() { return shared_run("pmap", "pmap"); }
 inline std::filesystem::path psum_run() {
   return shared_run("pmap-psum", "pmap", "--grad-reduction psum");
 }
+// The same case from other initial parameters (init.seed 1).
+inline std::filesystem::path other_init_run() {
+  return shared_run("pmap-init-seed1", "pmap", "--set init.seed=1");
+}
+// Adam's eps inside the sqrt (optax's eps_root) where torch adds it outside.
+inline std::filesystem::path eps_inside_sqrt_run() {
+  return shared_run("pmap-eps-inside-sqrt", "pmap", "--set train.eps=0 --set train.eps_root=1e-8");
+}
+// The same case trained by the engine in float64: the oracle.
+inline std::filesystem::path float64_run() { return shared_run("pmap-f64", "pmap", "--float64"); }
 
 // A copy of `run` at `to`, to change.
 inline std::filesystem::path copy_run(const std::filesystem::path& run,

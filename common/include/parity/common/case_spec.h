@@ -58,6 +58,12 @@ struct InitSpec {
   double scale = 0.01;
 };
 
+// How `parity run` judges the case; not part of what is trained (CaseSpec::hash() leaves it out).
+struct CompareSpec {
+  // Also train the engine in float64 and measure both runs' error against it (the oracle).
+  bool oracle = false;
+};
+
 struct CaseSpec {
   std::string name;
   std::string description;
@@ -67,12 +73,15 @@ struct CaseSpec {
   ParallelSpec parallel;
   TrainSpec train;
   InitSpec init;
+  CompareSpec compare;
 
-  // Hex digest of the canonical form of the case after overrides: two runs with the same hash
-  // ran the same scenario.
+  // Hex digest of the canonical form of the training sections after overrides (every section
+  // but [compare]): two runs with the same hash trained the same scenario.
   std::string hash() const;
-  // The canonical TOML text of the case (what hash() digests), for run.json and reports.
+  // The canonical TOML text of the case, every section, for run.json and reports.
   std::string to_toml() const;
+  // The canonical TOML of the training sections only (what hash() digests).
+  std::string training_toml() const;
 };
 
 // Where case files are looked up by name: $PARITY_CASES_DIR if set, else the repository's

@@ -50,11 +50,13 @@ struct CompareOptions {
   // A third run of the same case in higher precision (e.g. the engine in f64), not owned. Each
   // run's largest loss error against it is measured; run A passes when
   //   err_A <= oracle_factor * err_B + oracle_floor
-  // (A may be worse than the reference, but not by more than the factor). nullptr: the oracle
-  // check is "not recorded".
+  // (A may be worse than the reference, but not by more than the factor, beyond the floor).
+  // The floor defaults to the runs' dtype tolerance of the loss (assert_close's, before any
+  // --loss-rtol/--loss-atol) at the oracle's largest |loss|: a difference the loss check calls
+  // rounding is rounding here too. nullptr: the oracle check is "not recorded".
   const RunDir* oracle = nullptr;
   double oracle_factor = 2.0;
-  double oracle_floor = 1e-6;
+  std::optional<double> oracle_floor;
 };
 
 // Judges run A against run B. Reads recorded tensors from the run directories; a malformed
