@@ -1,8 +1,9 @@
 // parity: proves a training job migrated from PyTorch DDP to JAX pmap does the same thing.
 //
 // Exit codes: 0 success; 1 the run failed (a rank died, a value became non-finite) or the runs
-// compared are not equivalent; 2 bad input (arguments, case files, data files); 3 an internal
-// error (a bug to report) or, for compare and run, a run that is incomplete.
+// compared are not equivalent; 2 bad input (arguments, case files, data files); 3 (compare and
+// run) a run compared is incomplete; 4 an internal error (a bug to report). Distinct codes let
+// a CI gate tell "not equivalent" from "could not judge" from "parity itself broke".
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -39,7 +40,7 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::exception& error) {
     std::cerr << "parity: internal error: " << error.what() << "\n";
-    return 3;
+    return 4;
   }
   return exit_status;
 }
