@@ -167,6 +167,23 @@ TEST(CompareRuns, OtherInitialParametersDifferAtStepZero) {
   EXPECT_EQ(find_check(refused, "case").status, CheckStatus::kFail);
 }
 
+// A real run whose sampler shuffles with another seed, as a port that seeds its own permutation
+// would: every step reads other samples, and the data check names the cause before the losses.
+TEST(CompareRuns, OtherShuffleSeedIsDiagnosedAsDataOrder) {
+  const auto reshuffled = testing::shared_run("pmap-data-seed1", "pmap", "--set data.seed=1");
+  const ComparisonResult result =
+      compare_run_dirs(reshuffled, testing::ddp_run(), CompareOptions{});
+  EXPECT_EQ(result.verdict, Verdict::kNotEquivalent);
+  const Check& data = find_check(result, "data");
+  EXPECT_EQ(data.status, CheckStatus::kFail);
+  EXPECT_EQ(data.first_failing_step, 0);
+  EXPECT_EQ(figure(data, "steps_differing"), 10);
+  EXPECT_THAT(all_details(find_check(result, "case")), HasSubstr("data.seed: A 1, B 0"));
+  ASSERT_FALSE(result.diagnoses.empty());
+  EXPECT_EQ(result.diagnoses.front().pitfall, "S6");
+  EXPECT_THAT(result.diagnoses.front().evidence, HasSubstr("differ from step 0"));
+}
+
 TEST(CompareRuns, OtherAdamEpsIsDiagnosedAsOptimizerSemantics) {
   // Same data, same initial parameters, same step-0 gradients; eps 1e-3 instead of 1e-8 changes
   // Adam's first update wherever |g| is not far above 1e-3.
