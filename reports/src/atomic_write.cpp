@@ -50,4 +50,9 @@ void write_file_atomically(const fs::path& path, const std::string& contents) {
   fail("cannot write the report file", path, failure);
 }
 
+void write_report_files(const fs::path& dir, const std::vector<ReportFile>& files) {
+  create_report_directory(dir);
+  for (const ReportFile& file : files) write_file_atomically(dir / file.name, file.contents);
+}
+
 }  // namespace parity::reports

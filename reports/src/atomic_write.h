@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace parity::reports {
 
@@ -15,5 +16,14 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
 // Creates `dir` and its parents when missing; throws parity::InputError when that fails, which
 // includes `dir` (or a parent) being a file.
 void create_report_directory(const std::filesystem::path& dir);
+
+struct ReportFile {
+  const char* name;  // inside the report directory
+  std::string contents;
+};
+
+// Creates `dir` and writes each file into it atomically, as above. Callers render every file
+// first, so a renderer that throws leaves nothing behind.
+void write_report_files(const std::filesystem::path& dir, const std::vector<ReportFile>& files);
 
 }  // namespace parity::reports

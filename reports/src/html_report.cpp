@@ -12,7 +12,7 @@
 
 #include "escape.h"
 #include "html_charts.h"
-#include "html_style.h"
+#include "html_parts.h"
 #include "labels.h"
 #include "number_format.h"
 #include "parity/reports/reports.h"
@@ -29,34 +29,6 @@ using compare::Verdict;
 
 std::string e(const std::string& text) { return markup_escape(text); }
 
-const char* status_tone(CheckStatus status) {
-  switch (status) {
-    case CheckStatus::kPass:
-      return "tone-pass";
-    case CheckStatus::kFail:
-      return "tone-fail";
-    case CheckStatus::kWarn:
-      return "tone-warn";
-    case CheckStatus::kNotRecorded:
-      return "tone-none";
-  }
-  return "tone-none";
-}
-
-const char* status_mark(CheckStatus status) {
-  switch (status) {
-    case CheckStatus::kPass:
-      return "✓";
-    case CheckStatus::kFail:
-      return "✗";
-    case CheckStatus::kWarn:
-      return "!";
-    case CheckStatus::kNotRecorded:
-      return "–";
-  }
-  return "?";
-}
-
 // The verdict speaks in the checks' tones: equivalent like a pass, incomplete like a warning.
 CheckStatus verdict_as_status(Verdict verdict) {
   switch (verdict) {
@@ -68,11 +40,6 @@ CheckStatus verdict_as_status(Verdict verdict) {
       return CheckStatus::kWarn;
   }
   return CheckStatus::kWarn;
-}
-
-std::string status_pill(CheckStatus status) {
-  return fmt::format("<span class=\"status {}\">{} {}</span>", status_tone(status),
-                     status_mark(status), status_label(status));
 }
 
 std::string run_line(const compare::RunSummary& run) {
@@ -167,8 +134,8 @@ std::string checks_html(const ComparisonResult& result) {
     out += fmt::format(
         "<tbody id=\"check-{}\"><tr><td>{}</td><td class=\"check-title\">{}</td><td>{}</td>"
         "<td class=\"num{}\">{}</td></tr>",
-        e(check.id), status_pill(check.status), e(check.title), e(check.summary),
-        check.first_failing_step ? " failing-step" : "",
+        e(check.id), status_pill(check.status, status_label(check.status)), e(check.title),
+        e(check.summary), check.first_failing_step ? " failing-step" : "",
         check.first_failing_step ? std::to_string(*check.first_failing_step) : "–");
     const std::string detail = figures_html(check) + details_html(check) + tensors_html(check);
     if (!detail.empty()) {
@@ -224,11 +191,9 @@ std::string tolerances_html(const ComparisonResult& result) {
 }  // namespace
 
 std::string render_html(const ComparisonResult& result) {
-  std::string page = fmt::format(
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>"
-      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>"
-      "<title>parity: {} · {}</title><style>{}</style></head><body><main>",
-      verdict_label(result.verdict), e(result.a.case_name), kReportCss);
+  std::string page = page_start(fmt::format("parity: {} · {}", verdict_label(result.verdict),
+                                            e(result.a.case_name))) +
+                     "<main>";
   page += verdict_html(result);
   page += diagnoses_html(result);
   page += checks_html(result);

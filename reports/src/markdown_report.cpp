@@ -7,6 +7,7 @@
 
 #include "escape.h"
 #include "labels.h"
+#include "markdown_parts.h"
 #include "number_format.h"
 #include "parity/reports/reports.h"
 #include "report_content.h"
@@ -22,20 +23,6 @@ using compare::Verdict;
 
 std::string md(const std::string& text) { return markdown_escape(text); }
 
-const char* status_icon(CheckStatus status) {
-  switch (status) {
-    case CheckStatus::kPass:
-      return "✅";
-    case CheckStatus::kFail:
-      return "❌";
-    case CheckStatus::kWarn:
-      return "⚠️";
-    case CheckStatus::kNotRecorded:
-      return "➖";
-  }
-  return "❔";
-}
-
 const char* verdict_icon(Verdict verdict) {
   switch (verdict) {
     case Verdict::kEquivalent:
@@ -46,19 +33,6 @@ const char* verdict_icon(Verdict verdict) {
       return "⚠️";
   }
   return "❔";
-}
-
-// A Markdown table; every cell is already escaped.
-std::string table(const std::vector<std::string>& header,
-                  const std::vector<std::vector<std::string>>& rows) {
-  const auto line = [](const std::vector<std::string>& cells) {
-    std::string out = "|";
-    for (const std::string& cell : cells) out += " " + cell + " |";
-    return out + "\n";
-  };
-  std::string out = line(header) + line(std::vector<std::string>(header.size(), "---"));
-  for (const auto& row : rows) out += line(row);
-  return out + "\n";
 }
 
 std::string verdict_markdown(const ComparisonResult& result) {
@@ -100,7 +74,7 @@ std::string check_details_markdown(const Check& check) {
     for (const compare::Figure& figure : check.figures) {
       rows.push_back({md(figure_label(figure.name)), md(format_figure_value(figure))});
     }
-    out += table({"figure", "value"}, rows);
+    out += markdown_table({"figure", "value"}, rows);
   }
   const size_t details_shown = std::min(check.details.size(), kMaxListedDetails);
   for (size_t i = 0; i < details_shown; ++i) out += "- " + md(check.details[i]) + "\n";
@@ -115,7 +89,7 @@ std::string check_details_markdown(const Check& check) {
       for (const std::string& cell : tensor_cells(check.tensors[i])) cells.push_back(md(cell));
       rows.push_back(cells);
     }
-    out += table(header, rows) + more_line(shown, check.tensors.size(), "tensors");
+    out += markdown_table(header, rows) + more_line(shown, check.tensors.size(), "tensors");
   }
   return out + "</details>\n\n";
 }
@@ -130,8 +104,8 @@ std::string checks_markdown(const ComparisonResult& result) {
                     check.first_failing_step ? std::to_string(*check.first_failing_step) : "–"});
     details += check_details_markdown(check);
   }
-  return "### Checks\n\n" + table({"status", "check", "result", "first failing step"}, rows) +
-         details;
+  return "### Checks\n\n" +
+         markdown_table({"status", "check", "result", "first failing step"}, rows) + details;
 }
 
 std::string rows_markdown(const std::vector<RunRow>& rows, const std::vector<std::string>& header) {
@@ -141,7 +115,7 @@ std::string rows_markdown(const std::vector<RunRow>& rows, const std::vector<std
     const bool differs = row.should_match && row.a != row.b;
     cells.push_back({md(row.name) + (differs ? " ⚠️" : ""), md(row.a), md(row.b)});
   }
-  return table(header, cells);
+  return markdown_table(header, cells);
 }
 
 std::string runs_markdown(const ComparisonResult& result) {

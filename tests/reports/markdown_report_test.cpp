@@ -2,8 +2,6 @@
 // that none breaks a table or turns into markup.
 #include <gtest/gtest.h>
 
-#include <sstream>
-
 #include "parity/reports/reports.h"
 #include "report_test_util.h"
 #include "sample_results.h"
@@ -13,28 +11,9 @@ namespace {
 
 using testing::contains;
 using testing::failing_result;
+using testing::num_cells;
 using testing::passing_result;
-
-// The rows of the table that follows the line `header` (the header and separator excluded).
-std::vector<std::string> table_rows(const std::string& markdown, const std::string& header) {
-  std::istringstream lines(markdown);
-  std::string line;
-  while (std::getline(lines, line) && line != header) {
-  }
-  std::vector<std::string> rows;
-  std::getline(lines, line);  // | --- | --- |
-  while (std::getline(lines, line) && !line.empty()) rows.push_back(line);
-  return rows;
-}
-
-// Cells of a table row: split at '|' not preceded by a backslash.
-size_t num_cells(const std::string& row) {
-  size_t separators = 0;
-  for (size_t i = 0; i < row.size(); ++i) {
-    if (row[i] == '|' && (i == 0 || row[i - 1] != '\\')) ++separators;
-  }
-  return separators - 1;
-}
+using testing::table_rows;
 
 constexpr const char* kChecksHeader = "| status | check | result | first failing step |";
 
