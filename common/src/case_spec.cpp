@@ -34,7 +34,7 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Schema
 
-enum class Kind { kString, kInteger, kFloat, kBool, kIntegerList };
+enum class Kind { kString, kInteger, kFloat, kBool, kIntegerList, kStringList };
 
 struct KeySchema {
   const char* name;
@@ -77,6 +77,18 @@ const std::vector<SectionSchema>& schema() {
         {"record_steps", Kind::kIntegerList}}},
       {"init", {{"scheme", Kind::kString}, {"seed", Kind::kInteger}, {"scale", Kind::kFloat}}},
       {"compare", {{"oracle", Kind::kBool}}},
+      {"scenario",
+       {{"id", Kind::kString},
+        {"title", Kind::kString},
+        {"source", Kind::kString},
+        {"claim", Kind::kString},
+        {"fact_check", Kind::kString},
+        {"expect", Kind::kString},
+        {"expect_diagnoses", Kind::kStringList},
+        {"expect_error", Kind::kString},
+        {"missing", Kind::kString},
+        {"engine_program", Kind::kString},
+        {"quick", Kind::kStringList}}},
   };
   return sections;
 }
@@ -100,6 +112,8 @@ const std::vector<std::string> kLosses = {"softmax_cross_entropy", "mse"};
 const std::vector<std::string> kDatasets = {"fashion-mnist", "synthetic-linear"};
 const std::vector<std::string> kOptimizers = {"sgd", "adam", "adamw"};
 const std::vector<std::string> kDtypes = {"f32", "bf16", "f16"};
+const std::vector<std::string> kExpectations = {"equivalent", "not equivalent", "error", "probe",
+                                                "not supported"};
 const std::vector<std::string> kInitSchemes = {"jax-normal"};
 
 constexpr int64_t kFashionMnistFeatures = 784;
@@ -197,6 +211,7 @@ std::string kind_name(Kind kind) {
     case Kind::kFloat: return "a float";
     case Kind::kBool: return "a boolean";
     case Kind::kIntegerList: return "an array of integers";
+    case Kind::kStringList: return "an array of strings";
   }
   return "?";
 }
@@ -380,24 +395,36 @@ class CaseReader {
   }
 
   void read(const char* section, const char* key, std::vector<int64_t>& out) {
-    const toml::node* node = lookup(section, key);
-    if (node == nullptr) return;
-    const toml::array* array = node->as_array();
-    if (array == nullptr) fail_kind(section, key, Kind::kIntegerList, *node);
-    out.clear();
-    for (size_t i = 0; i < array->size(); ++i) {
-      const toml::node& element = *array->get(i);
-      if (!element.is_integer()) {
-        const std::string dotted = std::string(section) + "." + key;
-        fail_at(element_origin(dotted, element),
-                dotted + "[" + std::to_string(i) + "]: expected an integer, found " +
-                    found_name(element));
-      }
-      out.push_back(element.as_integer()->get());
-    }
+    read_list<int64_t>(section, key, Kind::kIntegerList, "an integer", out);
+  }
+
+  void read(const char* section, const char* key, std::vector<std::string>& out) {
+    read_list<std::string>(section, key, Kind::kStringList, "a string", out);
   }
 
  private:
+  // An array whose elements are all T (int64_t or std::string).
+  template <typename T>
+  void read_list(const char* section, const char* key, Kind kind, const char* element_kind,
+                 std::vector<T>& out) {
+    const toml::node* node = lookup(section, key);
+    if (node == nullptr) return;
+    const toml::array* array = node->as_array();
+    if (array == nullptr) fail_kind(section, key, kind, *node);
+    out.clear();
+    for (size_t i = 0; i < array->size(); ++i) {
+      const toml::node& element = *array->get(i);
+      const std::optional<T> value = element.value_exact<T>();
+      if (!value) {
+        const std::string dotted = std::string(section) + "." + key;
+        fail_at(element_origin(dotted, element), dotted + "[" + std::to_string(i) +
+                                                     "]: expected " + element_kind +
+                                                     ", found " + found_name(element));
+      }
+      out.push_back(*value);
+    }
+  }
+
   const toml::node* lookup(const char* section, const char* key) {
     const toml::table* table = root_[section].as_table();
     const toml::node* node = table != nullptr ? table->get(key) : nullptr;
@@ -461,6 +488,18 @@ CaseSpec read_case(CaseReader& reader) {
   reader.read("init", "seed", spec.init.seed);
   reader.read("init", "scale", spec.init.scale);
   reader.read("compare", "oracle", spec.compare.oracle);
+  ScenarioSpec& scenario = spec.scenario;
+  reader.read("scenario", "id", scenario.id);
+  reader.read("scenario", "title", scenario.title);
+  reader.read("scenario", "source", scenario.source);
+  reader.read("scenario", "claim", scenario.claim);
+  reader.read("scenario", "fact_check", scenario.fact_check);
+  reader.read("scenario", "expect", scenario.expect);
+  reader.read("scenario", "expect_diagnoses", scenario.expect_diagnoses);
+  reader.read("scenario", "expect_error", scenario.expect_error);
+  reader.read("scenario", "missing", scenario.missing);
+  reader.read("scenario", "engine_program", scenario.engine_program);
+  reader.read("scenario", "quick", scenario.quick);
   return spec;
 }
 
@@ -479,6 +518,7 @@ class CaseChecker {
     check_data();
     check_parallel();
     check_train();
+    check_scenario();
   }
 
  private:
@@ -604,6 +644,30 @@ class CaseChecker {
     }
   }
 
+  void check_scenario() {
+    const ScenarioSpec& scenario = spec_.scenario;
+    if (scenario.id.empty()) {
+      if (!scenario.expect.empty()) {
+        fail_at(reader_.origin("scenario.expect"),
+                "scenario.expect: a [scenario] needs an id (the item of docs/pitfalls.md it "
+                "reproduces, e.g. id = \"P2\")");
+      }
+      return;
+    }
+    one_of("scenario.expect", scenario.expect, kExpectations);
+    one_of("scenario.engine_program", scenario.engine_program, engine_program_names());
+    if (scenario.expect == "error" && scenario.expect_error.empty()) {
+      fail_at(reader_.origin("scenario.expect"),
+              "scenario.expect = \"error\" needs scenario.expect_error, a part of the error "
+              "text the engine must raise");
+    }
+    if (scenario.expect == "not supported" && scenario.missing.empty()) {
+      fail_at(reader_.origin("scenario.expect"),
+              "scenario.expect = \"not supported\" needs scenario.missing, the engine feature "
+              "the case waits for");
+    }
+  }
+
   void one_of(const char* dotted, const std::string& value,
               const std::vector<std::string>& allowed) {
     if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;
@@ -709,6 +773,12 @@ std::string quote(const std::string& text) {
     }
   }
   return quoted + "\"";
+}
+
+std::string string_list(const std::vector<std::string>& values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i) text += (i == 0 ? "" : ", ") + quote(values[i]);
+  return text + "]";
 }
 
 std::string int_list(const std::vector<int64_t>& values) {
@@ -835,7 +905,40 @@ std::vector<CaseSpec> list_cases() {
 }
 
 std::string CaseSpec::to_toml() const {
-  return training_toml() + "\n[compare]\noracle = " + boolean(compare.oracle) + "\n";
+  std::string text =
+      training_toml() + "\n[compare]\noracle = " + boolean(compare.oracle) + "\n";
+  if (scenario.id.empty()) return text;
+  std::ostringstream out;
+  out << "\n[scenario]\n"
+      << "id = " << quote(scenario.id) << "\n"
+      << "title = " << quote(scenario.title) << "\n"
+      << "source = " << quote(scenario.source) << "\n"
+      << "claim = " << quote(scenario.claim) << "\n"
+      << "fact_check = " << quote(scenario.fact_check) << "\n"
+      << "expect = " << quote(scenario.expect) << "\n"
+      << "expect_diagnoses = " << string_list(scenario.expect_diagnoses) << "\n"
+      << "expect_error = " << quote(scenario.expect_error) << "\n"
+      << "missing = " << quote(scenario.missing) << "\n"
+      << "engine_program = " << quote(scenario.engine_program) << "\n"
+      << "quick = " << string_list(scenario.quick) << "\n";
+  return text + out.str();
+}
+
+const std::vector<std::string>& engine_program_names() {
+  static const std::vector<std::string> names = {
+      "pmean",              // the faithful step: grads = pmean(grad(loss_fn)(...))
+      "psum",               // P2: grads = psum(grads), no division
+      "psum-divide",        // S2: grads = psum(grads) / device_count
+      "psum-loss-in-grad",  // P3: grad of a loss that is psum'd inside the function
+      "init-per-device",    // P4: each device initialises from fold_in(key, device)
+      "no-grad-reduction",  // P11: each device applies its own local gradients
+      "axis-name-mismatch", // P1: pmap(axis_name='batch') with psum(axis_name='devices')
+      "batch-65-on-8",      // P6: a global batch of 65 mapped over 8 devices
+      "probe-device-axis",  // P7: the shape of a pmapped loss
+      "probe-device-order", // P13: the order devices are listed in
+      "probe-recompilation",  // P14: which calls retrace a jitted step
+  };
+  return names;
 }
 
 std::string CaseSpec::hash() const { return Fnv1a64().update(training_toml()).hex(); }

@@ -39,7 +39,22 @@ NamedTensors init_mlp_params(const std::vector<int64_t>& widths, uint64_t seed, 
                      "OverflowError; use a seed below 2^63");
   }
   // jax.random.PRNGKey(seed) for a Python int with jax_enable_x64 off (JAX's default).
-  const pr::Key key = pr::prng_key(static_cast<int64_t>(seed), /*enable_x64=*/false);
+  return init_mlp_params_from_key(
+      widths, pr::prng_key(static_cast<int64_t>(seed), /*enable_x64=*/false), scale,
+      partitionable);
+}
+
+NamedTensors init_mlp_params_from_key(const std::vector<int64_t>& widths,
+                                      const pmap_engine::random::Key& key, double scale) {
+  return init_mlp_params_from_key(widths, key, scale,
+                                  pmap_engine::random::default_partitionable());
+}
+
+NamedTensors init_mlp_params_from_key(const std::vector<int64_t>& widths,
+                                      const pmap_engine::random::Key& key, double scale,
+                                      bool partitionable) {
+  namespace pr = pmap_engine::random;
+  check_widths(widths);
   const size_t num_layers = widths.size() - 1;
   const std::vector<pr::Key> layer_keys =
       pr::split(key, static_cast<int64_t>(num_layers), partitionable);

@@ -257,6 +257,57 @@ TEST(CaseSpec, CompareSectionIsRecordedButNotHashed) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// [scenario]: the catalogue's cases
+
+TEST(CaseSpec, ScenarioIsReadRecordedAndNotHashed) {
+  const CaseSpec spec = load_case("p2-psum-not-pmean");
+  EXPECT_EQ(spec.scenario.id, "P2");
+  EXPECT_EQ(spec.scenario.expect, "not equivalent");
+  EXPECT_EQ(spec.scenario.expect_diagnoses, (std::vector<std::string>{"P2"}));
+  EXPECT_EQ(spec.scenario.engine_program, "psum");
+  EXPECT_EQ(spec.scenario.quick,
+            (std::vector<std::string>{"train.steps=10", "train.record_steps=[0, 3, 9]"}));
+  // The engine program is the user's code under test, not the case: same hash without it.
+  const CaseSpec faithful = load_case("p2-psum-not-pmean", {"scenario.engine_program=pmean"});
+  EXPECT_EQ(faithful.hash(), spec.hash());
+  EXPECT_NE(faithful.to_toml(), spec.to_toml());
+  CaseDir dir;
+  const CaseSpec again = load_case(dir.write("p2-psum-not-pmean", spec.to_toml()));
+  EXPECT_EQ(again.to_toml(), spec.to_toml());
+  // A plain case prints no [scenario].
+  EXPECT_EQ(load_case("mlp2-fmnist").to_toml().find("[scenario]"), std::string::npos);
+}
+
+TEST(CaseSpec, ScenarioErrorsNameTheKeyAndTheFix) {
+  CaseDir dir;
+  const std::string no_id = dir.write("a", std::string(kMinimalCase) +
+                                               "[scenario]\nexpect = \"equivalent\"\n");
+  EXPECT_EQ(load_error(no_id), "scenario.expect: a [scenario] needs an id (the item of "
+                               "docs/pitfalls.md it reproduces, e.g. id = \"P2\") at " +
+                                   no_id + ":4:10");
+  const std::string scenario = std::string(kMinimalCase) + "[scenario]\nid = \"P1\"\n";
+  const std::string bad_expect = dir.write("b", scenario + "expect = \"equivalnet\"\n");
+  EXPECT_EQ(load_error(bad_expect),
+            "scenario.expect: expected one of equivalent, not equivalent, error, probe, not "
+            "supported, found 'equivalnet' at " + bad_expect + ":5:10; did you mean 'equivalent'?");
+  const std::string no_text = dir.write("c", scenario + "expect = \"error\"\n");
+  EXPECT_EQ(load_error(no_text), "scenario.expect = \"error\" needs scenario.expect_error, a "
+                                 "part of the error text the engine must raise at " +
+                                     no_text + ":5:10");
+  const std::string no_missing = dir.write("d", scenario + "expect = \"not supported\"\n");
+  EXPECT_EQ(load_error(no_missing), "scenario.expect = \"not supported\" needs "
+                                    "scenario.missing, the engine feature the case waits for at " +
+                                        no_missing + ":5:10");
+  EXPECT_EQ(load_error("p2-psum-not-pmean", {"scenario.engine_program=psun"}),
+            "--set scenario.engine_program=psun: scenario.engine_program: expected one of pmean, "
+            "psum, psum-divide, psum-loss-in-grad, init-per-device, no-grad-reduction, "
+            "axis-name-mismatch, batch-65-on-8, probe-device-axis, probe-device-order, "
+            "probe-recompilation, found 'psun'; did you mean 'psum'?");
+  EXPECT_EQ(load_error("p2-psum-not-pmean", {"scenario.quick=[1]"}),
+            "--set scenario.quick=[1]: scenario.quick[0]: expected a string, found an integer");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Overrides
 
 TEST(CaseSpec, OverridesParseTomlValues) {
@@ -346,7 +397,7 @@ TEST(CaseSpec, UnknownSectionNamesPositionAndSuggests) {
   const std::string far = dir.write("u", "[model]\nwidths = [784, 10]\n[xyz]\n");
   EXPECT_EQ(load_error(far), "unknown section [xyz] at " + far +
                                  ":3:2; the sections are [case], [model], [data], [parallel], "
-                                 "[train], [init], [compare]");
+                                 "[train], [init], [compare], [scenario]");
 }
 
 TEST(CaseSpec, WrongTypeNamesPosition) {

@@ -64,6 +64,29 @@ struct CompareSpec {
   bool oracle = false;
 };
 
+// A case that reproduces an item of the source documents (docs/pitfalls.md: S1-S11, P1-P14):
+// what the document claims and what parity expects to see. Not part of what is trained
+// (CaseSpec::hash() leaves it out): the engine program is the user's code under test, the case
+// is the same. Cases without a scenario (id empty) are plain training cases.
+struct ScenarioSpec {
+  std::string id;          // "P2", "S6", ...
+  std::string title;       // one line
+  std::string source;      // document and section, e.g. "000 §4.3, §7"
+  std::string claim;       // what the document claims
+  std::string fact_check;  // what the engines show against the claim, and the verdict
+  // equivalent | not equivalent | error | probe | not supported (a probe program checks an
+  // engine behaviour the document describes and says what it saw)
+  std::string expect;
+  std::vector<std::string> expect_diagnoses;  // pitfall ids the diagnosis must name, in order
+  std::string expect_error;                   // a part of the expected error text
+  std::string missing;                        // not supported: which engine feature is missing
+  // The engine-side step, written as the document's snippet does it (cases/programs/
+  // scenario_programs.h lists them); "pmean" is the faithful data-parallel step.
+  std::string engine_program = "pmean";
+  // Overrides that make the quick variant (the test suite's), e.g. ["train.steps=10"].
+  std::vector<std::string> quick;
+};
+
 struct CaseSpec {
   std::string name;
   std::string description;
@@ -74,15 +97,21 @@ struct CaseSpec {
   TrainSpec train;
   InitSpec init;
   CompareSpec compare;
+  ScenarioSpec scenario;
 
   // Hex digest of the canonical form of the training sections after overrides (every section
-  // but [compare]): two runs with the same hash trained the same scenario.
+  // but [compare] and [scenario]): two runs with the same hash trained the same scenario.
   std::string hash() const;
-  // The canonical TOML text of the case, every section, for run.json and reports.
+  // The canonical TOML text of the case, every section ([scenario] only when it has an id),
+  // for run.json and reports.
   std::string to_toml() const;
   // The canonical TOML of the training sections only (what hash() digests).
   std::string training_toml() const;
 };
+
+// The engine programs a [scenario] may name (scenario.engine_program), each written in
+// cases/programs/scenario_programs.cpp the way the document's snippet does it.
+const std::vector<std::string>& engine_program_names();
 
 // Where case files are looked up by name: $PARITY_CASES_DIR if set, else the repository's
 // cases/ folder (compiled in).

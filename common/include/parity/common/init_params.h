@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "parity/common/host_tensor.h"
+#include "pmap_engine/random.h"
 
 namespace parity {
 
@@ -29,5 +30,13 @@ NamedTensors init_mlp_params(const std::vector<int64_t>& widths, uint64_t seed, 
 // before 0.5.0 (false) or after (true).
 NamedTensors init_mlp_params(const std::vector<int64_t>& widths, uint64_t seed, double scale,
                              bool partitionable);
+
+// The same scheme from a key instead of PRNGKey(seed): what a user who initialises inside the
+// mapped function computes on each device from fold_in(key, axis_index) (pitfall P4).
+NamedTensors init_mlp_params_from_key(const std::vector<int64_t>& widths,
+                                      const pmap_engine::random::Key& key, double scale);
+NamedTensors init_mlp_params_from_key(const std::vector<int64_t>& widths,
+                                      const pmap_engine::random::Key& key, double scale,
+                                      bool partitionable);
 
 }  // namespace parity
