@@ -17,13 +17,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("parity ") + PARITY_VERSION);
   app.require_subcommand(1);
   parity::cli::register_init_command(app);
-  parity::cli::register_cases_command(app);
   parity::cli::register_ddp_command(app);
   parity::cli::register_program_command(app);
   parity::cli::register_pmap_command(app);
   int exit_status = 0;
   parity::cli::register_compare_command(app, exit_status);
   parity::cli::register_run_command(app, exit_status);
+  parity::cli::register_cases_command(app, exit_status);
   register_rng_command(app);
   try {
     app.parse(argc, argv);

@@ -12,7 +12,7 @@ namespace parity::cli {
 
 void register_pmap_command(CLI::App& app) {
   struct Arguments : RunArguments {
-    std::string reduction = "pmean";
+    std::string program;
     bool check_replicas = false;
     bool float64 = false;
   };
@@ -23,10 +23,11 @@ void register_pmap_command(CLI::App& app) {
       "DDP rank gets) and write a run directory");
   add_run_options(command, *arguments, "pmap");
   command
-      ->add_option("--grad-reduction", arguments->reduction,
-                   "how the step combines gradients: pmean (DDP's average) or psum "
-                   "(pitfall P2: the sum)")
-      ->check(CLI::IsMember({"pmean", "psum"}));
+      ->add_option("--program", arguments->program,
+                   "the engine program inside the step (default: the case's "
+                   "scenario.engine_program, else pmean, DDP's average); psum is pitfall P2, "
+                   "psum-divide S2, psum-loss-in-grad P3, init-per-device P4")
+      ->check(CLI::IsMember(engine_program_names()));
   command->add_flag("--check-replicas", arguments->check_replicas,
                     "verify every step that params and optimizer state are bit-identical on "
                     "all devices, naming the first divergent leaf and device (debug; P4, P11)");
@@ -43,8 +44,8 @@ void register_pmap_command(CLI::App& app) {
     options.quiet = arguments->quiet;
     options.step.check_replicas = arguments->check_replicas;
     options.step.float64 = arguments->float64;
-    options.step.reduction = arguments->reduction == "psum" ? cases::GradientReduction::kSum
-                                                            : cases::GradientReduction::kMean;
+    options.step.program =
+        arguments->program.empty() ? spec.scenario.engine_program : arguments->program;
     cases::run_pmap(spec, options);
     print_summary("parity pmap", options.out_dir,
                   fmt::format("{} devices", spec.parallel.replicas));

@@ -1,20 +1,11 @@
-// parity run: the main job. For each case: its initial parameters once, a DDP run (ddp_ref,
-// ranks as threads) and an engine run (pmap_engine) from them, with --oracle (or the case's
-// compare.oracle) a float64 engine run too, the comparison and its reports under
-// OUT/CASE/{init.safetensors, ddp/, pmap/, oracle/, report/}.
-#include <fmt/format.h>
-
+// parity run: the main job (case_job.h) for each case, with its reports under OUT/CASE/report
+// and the verdict table on stdout.
 #include <algorithm>
-#include <iostream>
 
+#include "case_job.h"
 #include "commands.h"
 #include "comparison_output.h"
 #include "parity/common/case_spec.h"
-#include "parity/common/error.h"
-#include "parity/common/progress.h"
-#include "parity/ddp_ref/ddp_ref.h"
-#include "pmap_trainer.h"
-#include "run_output.h"
 
 namespace parity::cli {
 namespace {
@@ -26,64 +17,12 @@ struct RunCommandArguments : ComparisonArguments {
   bool oracle = false;
 };
 
-// A producer that fails (a rank dies, a loss turns NaN) leaves an incomplete run directory;
-// the comparison still reads what it recorded and says where it stopped.
-void train(const std::string& producer, const std::function<void()>& run) {
-  try {
-    run();
-  } catch (const RunError& error) {
-    std::cerr << fmt::format("parity run: {} failed: {}\n", producer, error.what());
-  }
-}
-
 int run_case(const std::string& case_name, const RunCommandArguments& arguments) {
   const CaseSpec spec = load_case(case_name, arguments.overrides);
   const std::filesystem::path dir = std::filesystem::path(arguments.out) / spec.name;
-  const std::filesystem::path init = ensure_init_file(spec, "", dir);
-  const int64_t steps = spec.train.steps;
-  const bool oracle = arguments.oracle || spec.compare.oracle;
-  const int64_t trainings = oracle ? 3 : 2;
-  Progress progress("parity run " + spec.name, trainings * steps + 1);
-
-  ddp_ref::DdpOptions ddp;
-  ddp.init_file = init;
-  ddp.out_dir = dir / "ddp";
-  ddp.overwrite = true;  // parity run owns OUT/CASE: a rerun replaces its previous results
-  ddp.quiet = true;
-  ddp.on_step = [&](int64_t done) { progress.update(done); };
-  progress.phase(fmt::format("ddp_ref, {} ranks", spec.parallel.replicas));
-  train("ddp_ref", [&] { ddp_ref::run_threads(spec, ddp); });
-
-  cases::PmapRunOptions engine;
-  engine.init_file = init;
-  engine.out_dir = dir / "pmap";
-  engine.overwrite = true;
-  engine.quiet = true;
-  engine.on_step = [&](int64_t done) { progress.update(steps + done); };
-  progress.update(steps);
-  progress.phase(fmt::format("pmap_engine, {} devices", spec.parallel.replicas));
-  train("pmap_engine", [&] { cases::run_pmap(spec, engine); });
-
-  compare::CompareOptions options = comparison_options(arguments);
-  std::optional<RunDir> oracle_run;
-  if (oracle) {
-    cases::PmapRunOptions reference = engine;
-    reference.out_dir = dir / "oracle";
-    reference.step.float64 = true;
-    reference.on_step = [&](int64_t done) { progress.update(2 * steps + done); };
-    progress.update(2 * steps);
-    progress.phase(fmt::format("float64 oracle, {} devices", spec.parallel.replicas));
-    train("the float64 oracle", [&] { cases::run_pmap(spec, reference); });
-    oracle_run = read_run_dir(reference.out_dir);
-    options.oracle = &*oracle_run;
-  }
-
-  progress.update(trainings * steps);
-  progress.phase("compare");
   const compare::ComparisonResult result =
-      compare::compare_run_dirs(engine.out_dir, ddp.out_dir, options);
-  progress.update(trainings * steps + 1);
-  progress.finish();
+      run_case_job(spec, dir, comparison_options(arguments),
+                   arguments.oracle || spec.compare.oracle, "parity run " + spec.name);
   return finish_comparison(result, dir / "report", arguments);
 }
 

@@ -11,17 +11,40 @@
 #include "parity/common/digest.h"
 #include "parity/common/distributed_sampler.h"
 #include "parity/common/error.h"
+#include "parity/common/init_params.h"
 #include "parity/common/run_dir.h"
 #include "parity/common/step_timing.h"
 #include "parity/common/tensor_file.h"
 #include "pmap_engine/collectives.h"
 #include "pmap_engine/ops.h"
+#include "pmap_engine/random.h"
+#include "scenario_programs.h"
 
 namespace parity::cases {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr const char* kAxis = "data";
+
+// The trees (one per device, same structure) stacked leaf by leaf on a new leading device axis.
+pe::Tree stack(const std::vector<pe::Tree>& per_device) {
+  std::vector<std::vector<pe::Array>> leaves;
+  for (const pe::Tree& tree : per_device) leaves.push_back(tree.leaves());
+  size_t leaf = 0;
+  return pe::tree_map(
+      [&](const pe::Array&) {
+        const pe::Buffer& first = leaves.front()[leaf].buffer();
+        pe::Shape shape = first.shape;
+        shape.insert(shape.begin(), static_cast<int64_t>(per_device.size()));
+        pe::Buffer stacked = pe::Buffer::allocate(first.dtype, shape);
+        for (size_t d = 0; d < per_device.size(); ++d) {
+          std::memcpy(stacked.bytes->data() + d * first.num_bytes(),
+                      leaves[d][leaf].buffer().bytes->data(), first.num_bytes());
+        }
+        ++leaf;
+        return pe::Array(stacked);
+      },
+      per_device.front());
+}
 
 // Device d's value of a tree with a leading device axis (params[d] in JAX).
 pe::Tree device_slice(const pe::Tree& tree, int64_t d) {
@@ -116,48 +139,49 @@ void evaluate(const CaseSpec& spec, const pe::Tree& params, RunInfo& info) {
       static_cast<double>(correct) / static_cast<double>(test.num_samples);
 }
 
+// Pitfall P4 as 000 §4.4 describes it: every device initialises its own parameters, from
+// fold_in(PRNGKey(seed), device), instead of one initialisation broadcast to all.
+pe::Tree initialise_per_device(const CaseSpec& spec, int64_t num_devices, pe::DType dtype) {
+  namespace pr = pmap_engine::random;
+  const pr::Key key = pr::prng_key(static_cast<int64_t>(spec.init.seed));
+  std::vector<pe::Tree> per_device;
+  for (int64_t d = 0; d < num_devices; ++d) {
+    per_device.push_back(cast_tree(
+        params_from_tensors(init_mlp_params_from_key(
+            spec.model.widths, pr::fold_in(key, static_cast<uint32_t>(d)), spec.init.scale)),
+        dtype));
+  }
+  return stack(per_device);
+}
+
 }  // namespace
 
 pe::Tree replicate(const pe::Tree& tree, int64_t num_devices) {
-  return pe::tree_map(
-      [num_devices](const pe::Array& leaf) {
-        const pe::Buffer& source = leaf.buffer();
-        pe::Shape shape = source.shape;
-        shape.insert(shape.begin(), num_devices);
-        pe::Buffer stacked = pe::Buffer::allocate(source.dtype, shape);
-        for (int64_t d = 0; d < num_devices; ++d) {
-          std::memcpy(stacked.bytes->data() + static_cast<size_t>(d) * source.num_bytes(),
-                      source.bytes->data(), source.num_bytes());
-        }
-        return pe::Array(stacked);
-      },
-      tree);
+  return stack(std::vector<pe::Tree>(static_cast<size_t>(num_devices), tree));
 }
 
 pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
                                  const PmapStepOptions& step_options) {
   const ModelSpec model = spec.model;
-  const GradientReduction reduction = step_options.reduction;
   const pe::DType dtype =
       step_options.float64 ? pe::DType::f64 : compute_dtype(spec.train.dtype);
   const pe::optim::GradientTransformation optimizer = make_optimizer(spec.train);
   pe::TreeFunction loss_fn = [model, dtype](const std::vector<pe::Tree>& args) {
     return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype));
   };
-  pe::TreeFunction value_and_grad = pe::value_and_grad(loss_fn);
-  pe::TreeFunction step = [optimizer, value_and_grad,
-                           reduction](const std::vector<pe::Tree>& args) {
+  const MappedGradients gradients = mapped_gradients(step_options.program, loss_fn);
+  pe::TreeFunction step = [optimizer, loss_and_grads_fn = gradients.loss_and_grads](
+                              const std::vector<pe::Tree>& args) {
     const pe::Tree& params = args[0];
-    pe::Tree loss_and_grads = value_and_grad({params, args[2], args[3]});
-    // Seed 002's train_step_parallel: grads = lax.pmean(grads, axis_name='data').
-    pe::Tree grads = reduction == GradientReduction::kMean ? pe::pmean(loss_and_grads[1], kAxis)
-                                                           : pe::psum(loss_and_grads[1], kAxis);
+    // Seed 002's train_step_parallel: the program's (loss, grads), then the optax update.
+    const pe::Tree loss_and_grads = loss_and_grads_fn({params, args[2], args[3]});
+    const pe::Tree& grads = loss_and_grads[1];
     auto [updates, new_state] = optimizer.update(grads, args[1], params);
     return pe::Tree::tuple(
         {pe::optim::apply_updates(params, updates), new_state, loss_and_grads[0], grads});
   };
   pe::PmapOptions options;
-  options.axis_name = kAxis;
+  options.axis_name = gradients.axis_name;
   options.donate_argnums = {0, 1};
   options.devices = devices;
   if (step_options.check_replicas) options.check_replicated_outputs = {0, 1};
@@ -172,12 +196,21 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
                     "engine trainer yet; use --set train.grad_accum_steps=1",
                     spec.name, spec.train.grad_accum_steps));
   }
+  if (is_error_program(options.step.program) || is_probe_program(options.step.program)) {
+    throw InputError(fmt::format(
+        "case {}: engine program {} does not train (it reproduces an error or probes an engine "
+        "behaviour of the documents); run it with parity cases run {}",
+        spec.name, options.step.program,
+        spec.scenario.id.empty() ? std::string("ID") : spec.scenario.id));
+  }
   const int64_t num_devices = spec.parallel.replicas;
   const pe::DeviceSet devices(static_cast<int>(num_devices));
   const bool float64 = options.step.float64;
   pe::Tree initial = params_from_tensors(read_safetensors(options.init_file).tensors);
   if (float64) initial = cast_tree(initial, pe::DType::f64);
-  pe::Tree params = replicate(initial, num_devices);
+  pe::Tree params = initialises_per_device(options.step.program)
+                        ? initialise_per_device(spec, num_devices, initial.leaves().front().dtype())
+                        : replicate(initial, num_devices);
   pe::Tree opt_state = replicate(make_optimizer(spec.train).init(initial), num_devices);
   Dataset train = load_case_dataset(spec, "train");
   DistributedSamplerOptions sampler;

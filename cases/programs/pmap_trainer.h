@@ -16,13 +16,11 @@ namespace parity::cases {
 // N copies of every leaf, stacked on a new leading device axis (jax.device_put_replicated).
 pe::Tree replicate(const pe::Tree& tree, int64_t num_devices);
 
-// How the per-device gradients are combined inside the step: pmean is the data-parallel
-// average DDP computes; psum is pitfall P2 (the sum, N times larger).
-enum class GradientReduction { kMean, kSum };
-
 // How a step differs from the case's plain data-parallel step.
 struct PmapStepOptions {
-  GradientReduction reduction = GradientReduction::kMean;
+  // The engine program (scenario_programs.h): "pmean" is the data-parallel average DDP
+  // computes; the others are the documents' variants and mistakes (psum is pitfall P2, ...).
+  std::string program = "pmean";
   // Every step verifies that params and opt_state are bit-identical on all devices (pmap's
   // replication check) and names the first divergent leaf and device.
   bool check_replicas = false;

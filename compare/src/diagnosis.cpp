@@ -4,6 +4,7 @@
 // those come first; a rule that would only restate an earlier one's symptom stays silent.
 //
 //   P10  a loss or gradient became non-finite           first non-finite step and run
+//   P3   the loss psum'd inside the differentiated fn    step-0 loss ratio = N (or 1/N)
 //   P2   gradients summed, not averaged                  global grad norm ratio = N (or 1/N)
 //   S6   different samples per step                     samples digests differ
 //   P4   replicas started different                     digests diverge, loss differs at step 0
@@ -52,6 +53,30 @@ std::optional<Diagnosis> non_finite_rule(const RunPair& runs, const Findings& fi
       "Compute the loss in float32 (cast the logits up before the softmax and the mean), clip "
       "gradients by global norm, use loss scaling with float16, lower the learning rate, and "
       "check that step's input data."};
+}
+
+// A loss psum'd inside the function given to grad is N times the mean loss, and its gradient
+// is N times each device's local one (psum transposes to psum, jax/_src/lax/parallel.py): the
+// recorded loss itself is the tell, already at the first step.
+std::optional<Diagnosis> summed_loss_rule(const RunPair& runs, const Findings& findings) {
+  if (findings.replicas < 2 || runs.common.empty()) return std::nullopt;
+  const StepPair& first = runs.common.front();
+  if (first.b->loss == 0 || !std::isfinite(first.a->loss)) return std::nullopt;
+  const double ratio = first.a->loss / first.b->loss;
+  const auto replicas = static_cast<double>(findings.replicas);
+  std::string summed_run;
+  if (near(ratio, replicas)) summed_run = "A";
+  if (near(ratio, 1 / replicas)) summed_run = "B";
+  if (summed_run.empty()) return std::nullopt;
+  return Diagnosis{
+      "P3", "Loss summed over devices inside the differentiated function",
+      fmt::format("at step {} the loss ratio A/B is {:.6f} with {} replicas: run {}'s loss is "
+                  "the sum over devices (psum inside the loss function), and then each device's "
+                  "gradient is {} times its local one, not the mean of all devices' gradients",
+                  first.step(), ratio, findings.replicas, summed_run, findings.replicas),
+      "Differentiate the local loss and reduce afterwards: grads = jax.grad(loss_fn)(params, x, "
+      "y); grads = jax.lax.pmean(grads, axis_name). psum's transpose is psum, so a psum inside "
+      "grad scales every device's gradient by the device count."};
 }
 
 std::optional<Diagnosis> summed_gradients_rule(const RunPair& runs, const Findings& findings) {
@@ -234,6 +259,7 @@ std::vector<Diagnosis> diagnose(const RunPair& runs, const Findings& findings) {
     const std::optional<int64_t> first = first_difference(findings);
     if (!first || *first >= findings.first_non_finite->step) return diagnoses;
   }
+  if (add(summed_loss_rule(runs, findings))) return diagnoses;
   if (add(summed_gradients_rule(runs, findings))) return diagnoses;
   if (add(data_rule(findings))) return diagnoses;
   if (add(replica_rule(runs, findings))) return diagnoses;

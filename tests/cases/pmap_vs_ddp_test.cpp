@@ -37,12 +37,12 @@ std::filesystem::path write_init(const std::filesystem::path& dir, const CaseSpe
 
 std::filesystem::path train_pmap(const CaseSpec& spec, const std::filesystem::path& init,
                                  const std::filesystem::path& out,
-                                 GradientReduction reduction = GradientReduction::kMean) {
+                                 const std::string& program = "pmean") {
   PmapRunOptions options;
   options.init_file = init;
   options.out_dir = out;
   options.quiet = true;
-  options.step.reduction = reduction;
+  options.step.program = program;
   run_pmap(spec, options);
   return out;
 }
@@ -100,7 +100,7 @@ TEST(PmapVsDdp, PsumGivesEightTimesPmeanAndRunsRepeatBitForBit) {
   const auto init = write_init(dir, spec);
   const auto first = train_pmap(spec, init, dir / "first");
   const auto second = train_pmap(spec, init, dir / "second");
-  const auto summed = train_pmap(spec, init, dir / "psum", GradientReduction::kSum);
+  const auto summed = train_pmap(spec, init, dir / "psum", "psum");
 
   NamedTensors sum0 = read_step_tensors(summed, 0);
   NamedTensors mean0 = read_step_tensors(first, 0);

@@ -76,7 +76,7 @@ TEST(CliCompare, SummedGradientsAreNotEquivalentAndExitOne) {
                                 kShortCase, options, shell_quote(out.path(producer).string())));
     EXPECT_EQ(made.exit_code, 0) << made.output;
   };
-  make("pmap", "--grad-reduction psum");
+  make("pmap", "--program psum");
   make("ddp", "");
   const auto compared = run_command(fmt::format("{} compare {} {} --no-color", kParity,
                                                 shell_quote(out.path("pmap").string()),

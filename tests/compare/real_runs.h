@@ -69,7 +69,7 @@ inline std::filesystem::path shared_run(const std::string& name, const std::stri
 inline std::filesystem::path ddp_run() { return shared_run("ddp", "ddp"); }
 inline std::filesystem::path pmap_run() { return shared_run("pmap", "pmap"); }
 inline std::filesystem::path psum_run() {
-  return shared_run("pmap-psum", "pmap", "--grad-reduction psum");
+  return shared_run("pmap-psum", "pmap", "--program psum");
 }
 // The same case from other initial parameters (init.seed 1).
 inline std::filesystem::path other_init_run() {

@@ -1,0 +1,145 @@
+// The probe programs of scenario_programs.h: each looks at one engine behaviour a document
+// describes (P7, P13, P14) and reports what it saw.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "mlp_program.h"
+#include "parity/common/error.h"
+#include "parity/common/init_params.h"
+#include "pmap_engine/device.h"
+#include "pmap_engine/ops.h"
+#include "pmap_engine/pmap.h"
+#include "scenario_programs.h"
+
+namespace parity::cases {
+namespace {
+
+pe::TreeFunction case_loss(const CaseSpec& spec) {
+  const ModelSpec model = spec.model;
+  return [model](const std::vector<pe::Tree>& args) {
+    return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf()));
+  };
+}
+
+pe::Tree case_params(const CaseSpec& spec) {
+  return params_from_tensors(init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
+}
+
+// P7 (002 §2.1): loss = pmap(loss_fn)(params, x, y) is one loss per device.
+ProbeResult probe_device_axis(const CaseSpec& spec) {
+  const int64_t devices = spec.parallel.replicas;
+  const MappedBatch batch =
+      first_samples(spec, "probe-device-axis", devices, spec.data.per_replica_batch);
+  pe::PmapOptions options;
+  options.axis_name = "data";
+  options.in_axes = {std::nullopt, 0, 0};  // params broadcast, data mapped
+  options.devices = pe::DeviceSet(static_cast<int>(devices));
+  const pe::Array losses =
+      pe::pmap(case_loss(spec), options)({case_params(spec), batch.x, batch.y}).leaf();
+  const std::vector<double> values = losses.to_doubles();
+  double mean = 0;
+  for (double value : values) mean += value / static_cast<double>(values.size());
+  ProbeResult result;
+  result.as_expected = losses.shape() == pe::Shape{devices};
+  result.observed = fmt::format(
+      "pmap(loss_fn)(params, x, y) returns {}: one loss per device (device 0: {:.6f}); "
+      "printing it shows a vector; the scalar to log is its mean, {:.6f} (equal per-device "
+      "batches), or out[0] for device 0 alone",
+      pe::type_to_string(losses.dtype(), losses.shape()), values.front(), mean);
+  return result;
+}
+
+std::string ids_of(const pe::DeviceSet& set) {
+  std::vector<int> ids;
+  for (const pe::Device& device : set.devices()) ids.push_back(device.id);
+  return fmt::format("[{}]", fmt::join(ids, ", "));
+}
+
+// P13 (001 §2): the device list, listed several times and from the environment.
+ProbeResult probe_device_order(const CaseSpec& spec) {
+  const auto count = static_cast<int>(spec.parallel.replicas);
+  const std::vector<pe::DeviceSet> listings = {pe::DeviceSet(count), pe::DeviceSet(count),
+                                               pe::DeviceSet::from_environment(count)};
+  bool sorted_and_stable = true;
+  for (const pe::DeviceSet& listing : listings) {
+    const auto& devices = listing.devices();
+    sorted_and_stable &= std::is_sorted(devices.begin(), devices.end(),
+                                        [](const pe::Device& a, const pe::Device& b) {
+                                          return a.id < b.id;
+                                        }) &&
+                         ids_of(listing) == ids_of(listings.front());
+  }
+  ProbeResult result;
+  result.as_expected = sorted_and_stable;
+  result.observed = fmt::format(
+      "{} listings (two made in code, one from the environment) all give ids {}, sorted: "
+      "devices[0] is {} every time",
+      listings.size(), ids_of(listings.front()), listings.front().devices().front().to_string());
+  return result;
+}
+
+// P14 (001 §3.3): which calls of a jitted step trace it again. The step takes a learning rate
+// as an array (traced) and a mode as a static argument.
+ProbeResult probe_recompilation(const CaseSpec& spec) {
+  const pe::TreeFunction loss_fn = case_loss(spec);
+  pe::JitOptions options;
+  options.static_argnums = {4};
+  const pe::Jitted step = pe::jit(
+      [loss_fn](const std::vector<pe::Tree>& args) {
+        const pe::Array loss = loss_fn({args[0], args[1], args[2]}).leaf();
+        // args[4] is static: concrete while tracing, so the function may branch on it.
+        const bool doubled = args[4].leaf().to_doubles().front() != 0;
+        return pe::Tree(loss * args[3].leaf() * (doubled ? 2.0 : 1.0));
+      },
+      options);
+  const int64_t batch = spec.data.per_replica_batch;
+  const MappedBatch full = first_samples(spec, "probe-recompilation", 1, batch);
+  const MappedBatch half = first_samples(spec, "probe-recompilation", 1, batch / 2);
+  const auto squeeze = [](const MappedBatch& mapped) {
+    return std::pair{pe::reshape(mapped.x, {mapped.x.shape()[1], mapped.x.shape()[2]}),
+                     pe::reshape(mapped.y, {mapped.y.shape()[1]})};
+  };
+  const auto [x, y] = squeeze(full);
+  const auto [x_half, y_half] = squeeze(half);
+  const pe::Tree params = case_params(spec);
+  const auto scalar = [](double value) { return pe::Tree(pe::full({}, value, pe::DType::f32)); };
+  struct Call {
+    const char* what;
+    pe::Array x, y;
+    double lr, mode;
+  };
+  const std::vector<Call> calls = {{"first call", x, y, 1e-3, 0},
+                                   {"another learning rate (an array)", x, y, 2e-3, 0},
+                                   {"half the batch", x_half, y_half, 1e-3, 0},
+                                   {"another static mode", x, y, 1e-3, 1},
+                                   {"the first signature again", x, y, 1e-3, 0}};
+  std::vector<std::string> traced;
+  for (const Call& call : calls) {
+    const int64_t before = step.cache_stats().misses;
+    step({params, pe::Tree(call.x), pe::Tree(call.y), scalar(call.lr), scalar(call.mode)});
+    if (step.cache_stats().misses > before) traced.emplace_back(call.what);
+  }
+  ProbeResult result;
+  result.as_expected = traced == std::vector<std::string>{"first call", "half the batch",
+                                                          "another static mode"};
+  result.observed = fmt::format(
+      "{} calls, {} traces ({}); another learning rate passed as an array reused the trace, as "
+      "did the first signature again",
+      calls.size(), traced.size(), fmt::join(traced, ", "));
+  return result;
+}
+
+}  // namespace
+
+bool is_probe_program(const std::string& program) { return program.rfind("probe-", 0) == 0; }
+
+ProbeResult run_probe_program(const CaseSpec& spec) {
+  const std::string& program = spec.scenario.engine_program;
+  if (program == "probe-device-axis") return probe_device_axis(spec);
+  if (program == "probe-device-order") return probe_device_order(spec);
+  if (program == "probe-recompilation") return probe_recompilation(spec);
+  throw InternalError("engine program '" + program + "' is not a probe program");
+}
+
+}  // namespace parity::cases

@@ -1,0 +1,130 @@
+#include "scenario_programs.h"
+
+#include <fmt/format.h>
+
+#include "mlp_program.h"
+#include "parity/common/dataset.h"
+#include "parity/common/error.h"
+#include "parity/common/init_params.h"
+#include "pmap_engine/collectives.h"
+#include "pmap_engine/ops.h"
+#include "pmap_engine/pmap.h"
+
+namespace parity::cases {
+namespace {
+
+constexpr const char* kAxis = "data";
+
+// value_and_grad(loss_fn), then `reduce` over the grads; the loss stays per device.
+MappedGradients reduced_after_grad(const std::string& axis_name, const pe::TreeFunction& loss_fn,
+                                   std::function<pe::Tree(const pe::Tree&)> reduce) {
+  const pe::TreeFunction value_and_grad = pe::value_and_grad(loss_fn);
+  return {axis_name, [value_and_grad, reduce](const std::vector<pe::Tree>& args) {
+            const pe::Tree loss_and_grads = value_and_grad(args);
+            return pe::Tree::tuple({loss_and_grads[0], reduce(loss_and_grads[1])});
+          }};
+}
+
+}  // namespace
+
+MappedGradients mapped_gradients(const std::string& program, const pe::TreeFunction& loss_fn) {
+  if (program == "pmean" || program == "init-per-device" || program == "batch-65-on-8") {
+    // 002 §2.1: grads = lax.pmean(grads, axis_name='data').
+    return reduced_after_grad(kAxis, loss_fn,
+                              [](const pe::Tree& grads) { return pe::pmean(grads, kAxis); });
+  }
+  if (program == "psum") {
+    // 000 §4.3 without the division: the sum over devices, N times DDP's average.
+    return reduced_after_grad(kAxis, loss_fn,
+                              [](const pe::Tree& grads) { return pe::psum(grads, kAxis); });
+  }
+  if (program == "psum-divide") {
+    // 000 §4.3: grads = lax.psum(grads, ...); grads = tree.map(lambda g: g / device_count(), ...)
+    return reduced_after_grad(kAxis, loss_fn, [](const pe::Tree& grads) {
+      const auto devices = static_cast<double>(pe::axis_size(kAxis));
+      return pe::tree_map([devices](const pe::Array& g) { return g / devices; },
+                          pe::psum(grads, kAxis));
+    });
+  }
+  if (program == "psum-loss-in-grad") {
+    // 000 §5.2: def loss_fn_with_psum(params, x, y):
+    //               return lax.psum(loss_fn(params, x, y), axis_name='data')
+    //           grads = grad(loss_fn_with_psum)(params, x, y)      # no reduction after grad
+    const pe::TreeFunction loss_fn_with_psum = [loss_fn](const std::vector<pe::Tree>& args) {
+      return pe::Tree(pe::psum(loss_fn(args).leaf(), kAxis));
+    };
+    return {kAxis, pe::value_and_grad(loss_fn_with_psum)};
+  }
+  if (program == "no-grad-reduction") {
+    // 002's table: gradients not reduced before the update; each device steps on its own.
+    return {kAxis, pe::value_and_grad(loss_fn)};
+  }
+  if (program == "axis-name-mismatch") {
+    // 000 §5.1: pmap(axis_name='batch'), then psum(..., axis_name='devices').
+    return reduced_after_grad("batch", loss_fn,
+                              [](const pe::Tree& grads) { return pe::pmean(grads, "devices"); });
+  }
+  throw InternalError("engine program '" + program + "' passed case validation");
+}
+
+MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int64_t mapped,
+                          int64_t per_device) {
+  const Dataset train = load_case_dataset(spec, "train");
+  if (train.labels.empty()) {
+    throw InputError(fmt::format("case {}: engine program {} needs a classification dataset "
+                                 "(fashion-mnist), found {}",
+                                 spec.name, program, spec.data.dataset));
+  }
+  const int64_t count = mapped * per_device;
+  if (count > train.num_samples) {
+    throw InputError(fmt::format("case {}: engine program {} needs {} samples, the dataset has {}",
+                                 spec.name, program, count, train.num_samples));
+  }
+  const std::vector<float> features(train.features.begin(),
+                                    train.features.begin() + count * train.feature_dim);
+  const std::vector<int32_t> labels(train.labels.begin(), train.labels.begin() + count);
+  return {pe::Array::from_floats({mapped, per_device, train.feature_dim}, features),
+          pe::Array::from_ints({mapped, per_device}, labels)};
+}
+
+bool initialises_per_device(const std::string& program) { return program == "init-per-device"; }
+
+bool is_error_program(const std::string& program) {
+  return program == "axis-name-mismatch" || program == "batch-65-on-8";
+}
+
+std::optional<std::string> run_error_program(const CaseSpec& spec) {
+  const std::string& program = spec.scenario.engine_program;
+  if (!is_error_program(program)) {
+    throw InternalError("engine program '" + program + "' is not an error program");
+  }
+  const ModelSpec model = spec.model;
+  const pe::TreeFunction loss_fn = [model](const std::vector<pe::Tree>& args) {
+    return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf()));
+  };
+  const MappedGradients gradients = mapped_gradients(program, loss_fn);
+  const pe::DeviceSet devices(static_cast<int>(spec.parallel.replicas));
+  const pe::Tree params = params_from_tensors(
+      init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
+
+  // One batch per device, or 65 samples for batch-65-on-8: the global batch 001 §1 feeds to
+  // pmap as it is.
+  const bool global_65 = program == "batch-65-on-8";
+  const MappedBatch batch =
+      first_samples(spec, program, global_65 ? 65 : spec.parallel.replicas,
+                    global_65 ? 1 : spec.data.per_replica_batch);
+
+  // 000 §5.3's in_axes=(None, 0, 0): params broadcast, data mapped.
+  pe::PmapOptions options;
+  options.axis_name = gradients.axis_name;
+  options.in_axes = {std::nullopt, 0, 0};
+  options.devices = devices;
+  try {
+    pe::pmap(gradients.loss_and_grads, options)({params, batch.x, batch.y});
+  } catch (const pe::EngineError& error) {
+    return std::string(error.what());
+  }
+  return std::nullopt;
+}
+
+}  // namespace parity::cases

@@ -1,0 +1,73 @@
+// The engine programs a scenario case names (case key scenario.engine_program; the names are
+// parity::engine_program_names()): the inside of the pmapped train step, written the way the
+// source document's snippet writes it, mistakes included, beside the faithful one.
+//
+//   pmean               grads = grad(loss_fn)(params, x, y)
+//                       grads = lax.pmean(grads, axis_name='data')               (002 §2.1)
+//   psum                grads = lax.psum(grads, axis_name='data')                (P2, 000 §4.3)
+//   psum-divide         grads = lax.psum(grads, 'data'); grads = tree.map(lambda g:
+//                       g / jax.device_count(), grads)                            (S2, 000 §4.3)
+//   psum-loss-in-grad   def loss_fn_with_psum(params, x, y):
+//                           return lax.psum(loss_fn(params, x, y), axis_name='data')
+//                       grads = grad(loss_fn_with_psum)(params, x, y)             (P3, 000 §5.2)
+//   init-per-device     the pmean step; each device's params are init(fold_in(key, device))
+//                       instead of one init broadcast to all                     (P4, 000 §4.4)
+//   no-grad-reduction   grads = grad(loss_fn)(params, x, y), applied without any reduction
+//                                                                                 (P11, 002 table)
+//   axis-name-mismatch  @pmap(axis_name='batch') ... lax.psum(grads, axis_name='devices')
+//                                                                                 (P1, 000 §5.1)
+//   batch-65-on-8       the pmean step fed a leading axis of 65 on 8 devices      (P6, 001 §1)
+//
+// Probes look at one engine behaviour a document describes, rather than train:
+//   probe-device-axis   the shape of loss = pmap(loss_fn)(...) and how to read it (P7)
+//   probe-device-order  the device list, listed repeatedly and from the environment (P13)
+//   probe-recompilation which calls of a jitted step retrace it (P14)
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "parity/common/case_spec.h"
+#include "pmap_engine/transforms.h"
+
+namespace parity::cases {
+
+namespace pe = pmap_engine;
+
+// The part of a program that runs inside the pmap: (params, x, y) -> (loss, grads the
+// optimizer applies), and the axis name the pmap binds.
+struct MappedGradients {
+  std::string axis_name;
+  pe::TreeFunction loss_and_grads;
+};
+
+// `loss_fn`: (params, x, y) -> the local mean loss. Throws InternalError for a name that is
+// not an engine program (case validation refuses those first).
+MappedGradients mapped_gradients(const std::string& program, const pe::TreeFunction& loss_fn);
+
+// Whether the program initialises each device's parameters separately (P4).
+bool initialises_per_device(const std::string& program);
+
+// Error programs (P1, P6) fail before training: runs one step of the case the way the program
+// does and returns the engine's error message, or nullopt when the step ran without one.
+bool is_error_program(const std::string& program);
+std::optional<std::string> run_error_program(const CaseSpec& spec);
+
+// The case's first training samples as a mapped batch: x [mapped, per_device, D] f32 and integer
+// labels y [mapped, per_device]. Needs a classification dataset (InputError otherwise).
+struct MappedBatch {
+  pe::Array x, y;
+};
+MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int64_t mapped,
+                          int64_t per_device);
+
+// Probe programs: runs the probe on the case's model and data.
+struct ProbeResult {
+  bool as_expected = false;  // the engine behaves as JAX does (and as the case says)
+  std::string observed;      // what the probe saw, in a sentence or two
+};
+bool is_probe_program(const std::string& program);
+ProbeResult run_probe_program(const CaseSpec& spec);
+
+}  // namespace parity::cases

@@ -1,0 +1,84 @@
+#include "case_job.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <optional>
+
+#include "parity/common/error.h"
+#include "parity/common/progress.h"
+#include "parity/common/run_dir.h"
+#include "parity/ddp_ref/ddp_ref.h"
+#include "pmap_trainer.h"
+#include "run_output.h"
+
+namespace parity::cli {
+namespace {
+
+// A producer that fails (a rank dies, a loss turns NaN) leaves an incomplete run directory;
+// the comparison still reads what it recorded and says where it stopped.
+void train(const std::string& producer, const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const RunError& error) {
+    std::cerr << fmt::format("parity: {} failed: {}\n", producer, error.what());
+  }
+}
+
+}  // namespace
+
+compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesystem::path& dir,
+                                       compare::CompareOptions options, bool oracle,
+                                       const std::string& progress_label) {
+  const std::filesystem::path init = ensure_init_file(spec, "", dir);
+  const int64_t steps = spec.train.steps;
+  const int64_t trainings = oracle ? 3 : 2;
+  Progress progress(progress_label, trainings * steps + 1);
+
+  ddp_ref::DdpOptions ddp;
+  ddp.init_file = init;
+  ddp.out_dir = dir / "ddp";
+  ddp.overwrite = true;  // the job owns DIR: a rerun replaces its previous results
+  ddp.quiet = true;
+  ddp.on_step = [&](int64_t done) { progress.update(done); };
+  progress.phase(fmt::format("ddp_ref, {} ranks", spec.parallel.replicas));
+  train("ddp_ref", [&] { ddp_ref::run_threads(spec, ddp); });
+
+  cases::PmapRunOptions engine;
+  engine.init_file = init;
+  engine.out_dir = dir / "pmap";
+  engine.overwrite = true;
+  engine.quiet = true;
+  engine.step.program = spec.scenario.engine_program;
+  engine.on_step = [&](int64_t done) { progress.update(steps + done); };
+  progress.update(steps);
+  progress.phase(fmt::format("pmap_engine, {} devices", spec.parallel.replicas));
+  train("pmap_engine", [&] { cases::run_pmap(spec, engine); });
+
+  std::optional<RunDir> oracle_run;
+  options.oracle = nullptr;
+  if (oracle) {
+    // The oracle is the reference's computation in f64: the faithful program, whatever the
+    // engine run under test does.
+    cases::PmapRunOptions reference = engine;
+    reference.out_dir = dir / "oracle";
+    reference.step.program = "pmean";
+    reference.step.float64 = true;
+    reference.on_step = [&](int64_t done) { progress.update(2 * steps + done); };
+    progress.update(2 * steps);
+    progress.phase(fmt::format("float64 oracle, {} devices", spec.parallel.replicas));
+    train("the float64 oracle", [&] { cases::run_pmap(spec, reference); });
+    oracle_run = read_run_dir(reference.out_dir);
+    options.oracle = &*oracle_run;
+  }
+
+  progress.update(trainings * steps);
+  progress.phase("compare");
+  compare::ComparisonResult result =
+      compare::compare_run_dirs(engine.out_dir, ddp.out_dir, options);
+  progress.update(trainings * steps + 1);
+  progress.finish();
+  return result;
+}
+
+}  // namespace parity::cli

@@ -1,0 +1,163 @@
+// The engine programs of the scenario cases (cases/programs/scenario_programs.h), one step each
+// on 8 devices, checked against what their JAX counterparts compute. Expected values are
+// derived: scaling by 8 (a power of two) and dividing by it are exact in binary floating point,
+// so the relations below hold bit for bit, not within a tolerance.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "command.h"
+#include "parity/common/case_spec.h"
+#include "parity/common/error.h"
+#include "parity/common/init_params.h"
+#include "parity/common/run_dir.h"
+#include "parity/common/tensor_file.h"
+#include "pmap_trainer.h"
+#include "scenario_programs.h"
+#include "test_files.h"
+
+namespace parity::cases {
+namespace {
+
+constexpr int64_t kDevices = 8;
+
+CaseSpec one_step_case() {
+  return load_case("mlp2-fmnist", {"train.steps=1", "train.record_steps=[0]",
+                                   "data.per_replica_batch=16"});
+}
+
+// Trains one step with `program` and returns the run directory.
+RunDir train_one_step(const std::string& program, const testing::TempDir& dir) {
+  const CaseSpec spec = one_step_case();
+  const std::filesystem::path init = dir.path("init.safetensors");
+  if (!std::filesystem::exists(init)) {
+    write_safetensors(init, init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
+  }
+  PmapRunOptions options;
+  options.init_file = init;
+  options.out_dir = dir.path(program);
+  options.quiet = true;
+  options.step.program = program;
+  run_pmap(spec, options);
+  return read_run_dir(options.out_dir);
+}
+
+NamedTensors step_tensors(const RunDir& run) {
+  return read_safetensors(run.dir / "tensors" / "step_000000.safetensors").tensors;
+}
+
+std::vector<float> floats(const HostTensor& tensor) {
+  std::vector<float> values(tensor.num_elements());
+  std::memcpy(values.data(), tensor.bytes.data(), tensor.num_bytes());
+  return values;
+}
+
+TEST(ScenarioPrograms, EveryNamedProgramIsImplemented) {
+  for (const std::string& program : engine_program_names()) {
+    if (is_error_program(program) || is_probe_program(program)) continue;
+    EXPECT_NO_THROW(mapped_gradients(program, [](const std::vector<pmap_engine::Tree>& a) {
+      return a[0];
+    })) << program;
+  }
+}
+
+// S2 (000 §4.3): psum, then a division by the device count, is pmean.
+TEST(ScenarioPrograms, PsumThenDivideIsPmeanBitForBit) {
+  testing::TempDir dir;
+  const NamedTensors pmean = step_tensors(train_one_step("pmean", dir));
+  const NamedTensors divided = step_tensors(train_one_step("psum-divide", dir));
+  for (const auto& [name, tensor] : pmean) {
+    EXPECT_TRUE(divided.at(name).bytes == tensor.bytes) << name;
+  }
+}
+
+// P3 (000 §5.2): grad of a psum'd loss is the device count times the local gradient (psum
+// transposes to psum), not the sum of the devices' gradients; the loss is the psum.
+TEST(ScenarioPrograms, GradOfAPsummedLossIsEightTimesTheLocalGradient) {
+  testing::TempDir dir;
+  const RunDir local = train_one_step("no-grad-reduction", dir);
+  const RunDir summed_loss = train_one_step("psum-loss-in-grad", dir);
+  const NamedTensors local_tensors = step_tensors(local);
+  const NamedTensors summed_tensors = step_tensors(summed_loss);
+  for (const auto& [name, tensor] : local_tensors) {
+    if (name.rfind("grads/", 0) != 0) continue;
+    const std::vector<float> expected = floats(tensor);
+    const std::vector<float> found = floats(summed_tensors.at(name));
+    ASSERT_EQ(found.size(), expected.size());
+    for (size_t i = 0; i < found.size(); ++i) {
+      ASSERT_EQ(found[i], 8.0f * expected[i]) << name << "[" << i << "]";
+    }
+  }
+  // Every device reports the psum of the local losses: the same value, 8 times their mean.
+  const StepMetrics& losses = summed_loss.steps.front();
+  const StepMetrics& local_losses = local.steps.front();
+  double sum = 0;
+  for (double loss : local_losses.replica_losses) sum += loss;
+  for (double loss : losses.replica_losses) EXPECT_NEAR(loss, sum, 1e-5 * sum);
+}
+
+// P11: without a reduction every device applies its own gradient, so the replicas part after
+// the first update; P4: with per-device initialisation they differ before it.
+TEST(ScenarioPrograms, UnreducedGradientsAndPerDeviceInitLeaveReplicasDifferent) {
+  testing::TempDir dir;
+  for (const std::string program : {"no-grad-reduction", "init-per-device", "pmean"}) {
+    const NamedTensors tensors = step_tensors(train_one_step(program, dir));
+    const HostTensor& digests = tensors.at("replicas/param_digests");
+    const auto* values = digests.data_as<int64_t>();
+    int64_t distinct = 0;
+    for (int64_t d = 1; d < kDevices; ++d) distinct += values[d] != values[0];
+    if (program == "pmean") {
+      EXPECT_EQ(distinct, 0) << program;
+    } else {
+      EXPECT_EQ(distinct, kDevices - 1) << program;
+    }
+  }
+}
+
+TEST(ScenarioPrograms, ErrorProgramsRaiseJaxsErrors) {
+  CaseSpec spec = one_step_case();
+  spec.scenario.engine_program = "axis-name-mismatch";
+  const std::optional<std::string> unbound = run_error_program(spec);
+  ASSERT_TRUE(unbound.has_value());
+  EXPECT_NE(unbound->find("unbound axis name: devices"), std::string::npos) << *unbound;
+  EXPECT_NE(unbound->find("available to collective operations: ['batch']"), std::string::npos)
+      << *unbound;
+
+  spec.scenario.engine_program = "batch-65-on-8";
+  const std::optional<std::string> too_many = run_error_program(spec);
+  ASSERT_TRUE(too_many.has_value());
+  EXPECT_NE(too_many->find("requires 65 logical devices, but only 8 XLA devices are available"),
+            std::string::npos)
+      << *too_many;
+
+  // A training program is refused by the trainer's error path, and not an error program here.
+  spec.scenario.engine_program = "pmean";
+  EXPECT_THROW(run_error_program(spec), InternalError);
+}
+
+TEST(ScenarioPrograms, ProbesSeeWhatJaxDoes) {
+  CaseSpec spec = one_step_case();
+  spec.scenario.engine_program = "probe-device-axis";
+  const ProbeResult axis = run_probe_program(spec);
+  EXPECT_TRUE(axis.as_expected) << axis.observed;
+  EXPECT_NE(axis.observed.find("returns f32[8]"), std::string::npos) << axis.observed;
+
+  spec.scenario.engine_program = "probe-device-order";
+  const ProbeResult order = run_probe_program(spec);
+  EXPECT_TRUE(order.as_expected) << order.observed;
+  EXPECT_NE(order.observed.find("ids [0, 1, 2, 3, 4, 5, 6, 7]"), std::string::npos)
+      << order.observed;
+
+  // jit's cache key is the tree structure, shapes, dtypes and static values (jax/_src/api.py
+  // and pjit.py): a new shape and a new static value retrace, a new traced value does not.
+  spec.scenario.engine_program = "probe-recompilation";
+  const ProbeResult retrace = run_probe_program(spec);
+  EXPECT_TRUE(retrace.as_expected) << retrace.observed;
+  EXPECT_NE(retrace.observed.find("5 calls, 3 traces (first call, half the batch, another "
+                                  "static mode)"),
+            std::string::npos)
+      << retrace.observed;
+}
+
+}  // namespace
+}  // namespace parity::cases

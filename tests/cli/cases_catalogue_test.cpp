@@ -1,0 +1,121 @@
+// The catalogue of the documents' scenarios (cases/*.toml with a [scenario]) as CI runs it:
+// `parity cases run --all` on the quick variants, every case judged against its expectation,
+// and the catalogue report. Expected outcomes come from the case files; what this test adds is
+// that each one really happens, with the diagnosis or error text the case names.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "parity/common/case_spec.h"
+#include "test_files.h"
+
+namespace parity {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::run_command;
+using testing::shell_quote;
+
+const std::string kParity = PARITY_EXECUTABLE;
+
+// Every item of docs/pitfalls.md.
+const std::vector<std::string> kItems = {"S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8",
+                                         "S9", "S10", "S11", "P1", "P2", "P3", "P4", "P5",
+                                         "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13",
+                                         "P14"};
+
+TEST(CasesCatalogue, EveryItemOfThePitfallsListHasExactlyOneCase) {
+  std::map<std::string, int> cases_per_item;
+  for (const CaseSpec& spec : list_cases()) {
+    if (!spec.scenario.id.empty()) ++cases_per_item[spec.scenario.id];
+  }
+  for (const std::string& item : kItems) EXPECT_EQ(cases_per_item[item], 1) << item;
+  EXPECT_EQ(cases_per_item.size(), kItems.size());
+}
+
+TEST(CasesCatalogue, RunAllBehavesAsEachCaseExpectsAndWritesTheCatalogue) {
+  testing::TempDir out;
+  const auto run = run_command(
+      fmt::format("{} cases run --all --out {}", kParity, shell_quote(out.path().string())), 900);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+
+  const nlohmann::json catalogue = nlohmann::json::parse(
+      testing::read_bytes(out.path("catalogue/catalogue.json")));
+  EXPECT_EQ(catalogue.at("schema"), "parity-catalogue");
+  EXPECT_EQ(catalogue.at("verdict"), "passes");
+  std::map<std::string, nlohmann::json> by_id;
+  for (const auto& entry : catalogue.at("entries")) by_id[entry.at("id")] = entry;
+  ASSERT_EQ(by_id.size(), kItems.size());
+
+  for (const CaseSpec& spec : list_cases()) {
+    const ScenarioSpec& scenario = spec.scenario;
+    if (scenario.id.empty()) continue;
+    const nlohmann::json& entry = by_id.at(scenario.id);
+    const std::string observed = entry.at("observed");
+    if (scenario.expect == "not supported") {
+      EXPECT_EQ(entry.at("outcome"), "not yet supported") << scenario.id;
+      continue;
+    }
+    EXPECT_EQ(entry.at("outcome"), "as expected") << scenario.id << ": " << observed;
+    if (scenario.expect == "error") {
+      EXPECT_THAT(observed, HasSubstr(scenario.expect_error)) << scenario.id;
+      continue;
+    }
+    if (scenario.expect == "probe") continue;  // what a probe sees: tests/cases
+    // A comparison: its own four reports, and the verdict and diagnoses the case names.
+    EXPECT_TRUE(fs::exists(out.path(spec.name) / "report/report.html")) << scenario.id;
+    EXPECT_EQ(observed.rfind(scenario.expect, 0), 0u) << scenario.id << ": " << observed;
+    for (const std::string& diagnosis : scenario.expect_diagnoses) {
+      EXPECT_THAT(observed, HasSubstr(diagnosis)) << scenario.id;
+    }
+  }
+  EXPECT_TRUE(fs::exists(out.path("catalogue/index.html")));
+  EXPECT_TRUE(fs::exists(out.path("catalogue/catalogue.md")));
+  EXPECT_THAT(run.output, HasSubstr("P2   as expected"));
+}
+
+TEST(CasesCatalogue, ACaseThatDoesNotBehaveAsExpectedFailsTheRun) {
+  // P2 expects the P2 diagnosis; trained with the faithful program it is equivalent instead.
+  testing::TempDir out;
+  const auto run = run_command(fmt::format("{} cases run P2 --set train.steps=3 --set "
+                                           "'train.record_steps=[0]' --set "
+                                           "scenario.engine_program=pmean --out {}",
+                                           kParity, shell_quote(out.path().string())));
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("P2   differs"));
+  EXPECT_THAT(run.output, HasSubstr("expected not equivalent; diagnosis P2"));
+  EXPECT_THAT(run.output, HasSubstr("observed equivalent"));
+  const nlohmann::json catalogue = nlohmann::json::parse(
+      testing::read_bytes(out.path("catalogue/catalogue.json")));
+  EXPECT_EQ(catalogue.at("verdict"), "fails");
+}
+
+TEST(CasesCatalogue, ShowPrintsTheClaimTheExpectationAndTheToml) {
+  const auto shown = run_command(kParity + " cases show p3");
+  ASSERT_EQ(shown.exit_code, 0) << shown.output;
+  EXPECT_THAT(shown.output, HasSubstr("P3 psum on the loss inside grad"));
+  EXPECT_THAT(shown.output, HasSubstr("source       000 §5.2, §7"));
+  EXPECT_THAT(shown.output, HasSubstr("expected     not equivalent; diagnosis P3"));
+  EXPECT_THAT(shown.output, HasSubstr("program      psum-loss-in-grad"));
+  EXPECT_THAT(shown.output, HasSubstr("[scenario]\nid = \"P3\""));
+}
+
+TEST(CasesCatalogue, UnknownCasesAndPlainCasesAreRefusedWithTheFix) {
+  const auto unknown = run_command(kParity + " cases run P99");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_THAT(unknown.output, HasSubstr("no case with id or name 'P99'"));
+  EXPECT_THAT(unknown.output, HasSubstr("P14"));
+  const auto plain = run_command(kParity + " cases run mlp2-fmnist");
+  EXPECT_EQ(plain.exit_code, 2) << plain.output;
+  EXPECT_THAT(plain.output, HasSubstr("parity run mlp2-fmnist"));
+  const auto both = run_command(kParity + " cases run P2 --all");
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+}
+
+}  // namespace
+}  // namespace parity
