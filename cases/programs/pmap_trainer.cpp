@@ -182,6 +182,13 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
   };
   pe::PmapOptions options;
   options.axis_name = gradients.axis_name;
+  if (broadcasts_params(step_options.program)) {
+    // 000 §5.3: @pmap(axis_name=..., in_axes=(None, 0, 0)): params and optimizer state go to
+    // every device whole and come back as the one value all devices hold (out_axes=None, which
+    // the engine checks bit for bit).
+    options.in_axes = {std::nullopt, std::nullopt, 0, 0};
+    options.out_axes = {std::nullopt, std::nullopt, 0, 0};
+  }
   options.donate_argnums = {0, 1};
   options.devices = devices;
   if (step_options.check_replicas) options.check_replicated_outputs = {0, 1};
@@ -208,10 +215,16 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   const bool float64 = options.step.float64;
   pe::Tree initial = params_from_tensors(read_safetensors(options.init_file).tensors);
   if (float64) initial = cast_tree(initial, pe::DType::f64);
-  pe::Tree params = initialises_per_device(options.step.program)
+  // Broadcast params (in_axes=None) stay one unstacked tree; otherwise every leaf carries the
+  // device axis, as jax.device_put_replicated makes it.
+  const bool broadcast = broadcasts_params(options.step.program);
+  const pe::Tree initial_state = make_optimizer(spec.train).init(initial);
+  pe::Tree params = broadcast ? initial
+                    : initialises_per_device(options.step.program)
                         ? initialise_per_device(spec, num_devices, initial.leaves().front().dtype())
                         : replicate(initial, num_devices);
-  pe::Tree opt_state = replicate(make_optimizer(spec.train).init(initial), num_devices);
+  pe::Tree opt_state = broadcast ? initial_state : replicate(initial_state, num_devices);
+  const auto device_params = [&](int64_t d) { return broadcast ? params : device_slice(params, d); };
   Dataset train = load_case_dataset(spec, "train");
   DistributedSamplerOptions sampler;
   sampler.dataset_size = train.num_samples;
@@ -255,7 +268,7 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
       }
     }
     const pe::Tree grads = device_slice(out[3], 0);
-    const pe::Tree device0_params = device_slice(params, 0);
+    const pe::Tree device0_params = device_params(0);
     metrics.loss = global_loss;
     metrics.grad_norm = global_l2_norm(grads);
     metrics.param_norm = global_l2_norm(device0_params);
@@ -273,7 +286,7 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
       HostTensor digests = HostTensor::zeros(DType::I64, {num_devices});
       for (int64_t d = 0; d < num_devices; ++d) {
         // The digest ddp_ref records per replica, stored bit for bit in an I64 slot.
-        const uint64_t digest = digest_named_tensors(tensors_from_params(device_slice(params, d)));
+        const uint64_t digest = digest_named_tensors(tensors_from_params(device_params(d)));
         std::memcpy(digests.data_as<int64_t>() + d, &digest, sizeof digest);
       }
       tensors.emplace("replicas/param_digests", std::move(digests));
@@ -294,7 +307,7 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
                                             step.last_execution().peak_bytes_per_device);
   info.results["final_loss"] = global_loss;
   info.results["compile_count"] = static_cast<double>(step.cache_stats().misses);
-  evaluate(spec, device_slice(params, 0), info);
+  evaluate(spec, device_params(0), info);
   writer.finish();
 
   PmapRunSummary summary;

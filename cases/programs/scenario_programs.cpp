@@ -28,7 +28,8 @@ MappedGradients reduced_after_grad(const std::string& axis_name, const pe::TreeF
 }  // namespace
 
 MappedGradients mapped_gradients(const std::string& program, const pe::TreeFunction& loss_fn) {
-  if (program == "pmean" || program == "init-per-device" || program == "batch-65-on-8") {
+  if (program == "pmean" || program == "init-per-device" || program == "params-in-axes-none" ||
+      program == "batch-65-on-8") {
     // 002 §2.1: grads = lax.pmean(grads, axis_name='data').
     return reduced_after_grad(kAxis, loss_fn,
                               [](const pe::Tree& grads) { return pe::pmean(grads, kAxis); });
@@ -86,6 +87,8 @@ MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int6
   return {pe::Array::from_floats({mapped, per_device, train.feature_dim}, features),
           pe::Array::from_ints({mapped, per_device}, labels)};
 }
+
+bool broadcasts_params(const std::string& program) { return program == "params-in-axes-none"; }
 
 bool initialises_per_device(const std::string& program) { return program == "init-per-device"; }
 

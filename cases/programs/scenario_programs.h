@@ -10,6 +10,9 @@
 //   psum-loss-in-grad   def loss_fn_with_psum(params, x, y):
 //                           return lax.psum(loss_fn(params, x, y), axis_name='data')
 //                       grads = grad(loss_fn_with_psum)(params, x, y)             (P3, 000 §5.2)
+//   params-in-axes-none the pmean step under pmap(in_axes=(None, None, 0, 0)): params and
+//                       optimizer state broadcast, not replicated, and returned with
+//                       out_axes=None                                             (S4, 000 §5.3)
 //   init-per-device     the pmean step; each device's params are init(fold_in(key, device))
 //                       instead of one init broadcast to all                     (P4, 000 §4.4)
 //   no-grad-reduction   grads = grad(loss_fn)(params, x, y), applied without any reduction
@@ -46,6 +49,8 @@ struct MappedGradients {
 // not an engine program (case validation refuses those first).
 MappedGradients mapped_gradients(const std::string& program, const pe::TreeFunction& loss_fn);
 
+// Whether the program passes params and optimizer state with in_axes=None (S4).
+bool broadcasts_params(const std::string& program);
 // Whether the program initialises each device's parameters separately (P4).
 bool initialises_per_device(const std::string& program);
 

@@ -930,6 +930,7 @@ const std::vector<std::string>& engine_program_names() {
       "psum",               // P2: grads = psum(grads), no division
       "psum-divide",        // S2: grads = psum(grads) / device_count
       "psum-loss-in-grad",  // P3: grad of a loss that is psum'd inside the function
+      "params-in-axes-none",  // S4: params broadcast with in_axes=None, not replicated
       "init-per-device",    // P4: each device initialises from fold_in(key, device)
       "no-grad-reduction",  // P11: each device applies its own local gradients
       "axis-name-mismatch", // P1: pmap(axis_name='batch') with psum(axis_name='devices')

@@ -71,6 +71,17 @@ TEST(ScenarioPrograms, PsumThenDivideIsPmeanBitForBit) {
   }
 }
 
+// S4 (000 §5.3): params broadcast with in_axes=None (and returned with out_axes=None) train
+// exactly what replicated params train.
+TEST(ScenarioPrograms, BroadcastParamsTrainWhatReplicatedParamsTrain) {
+  testing::TempDir dir;
+  const NamedTensors replicated = step_tensors(train_one_step("pmean", dir));
+  const NamedTensors broadcast = step_tensors(train_one_step("params-in-axes-none", dir));
+  for (const auto& [name, tensor] : replicated) {
+    EXPECT_TRUE(broadcast.at(name).bytes == tensor.bytes) << name;
+  }
+}
+
 // P3 (000 §5.2): grad of a psum'd loss is the device count times the local gradient (psum
 // transposes to psum), not the sum of the devices' gradients; the loss is the psum.
 TEST(ScenarioPrograms, GradOfAPsummedLossIsEightTimesTheLocalGradient) {

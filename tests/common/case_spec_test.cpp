@@ -300,7 +300,8 @@ TEST(CaseSpec, ScenarioErrorsNameTheKeyAndTheFix) {
                                         no_missing + ":5:10");
   EXPECT_EQ(load_error("p2-psum-not-pmean", {"scenario.engine_program=psun"}),
             "--set scenario.engine_program=psun: scenario.engine_program: expected one of pmean, "
-            "psum, psum-divide, psum-loss-in-grad, init-per-device, no-grad-reduction, "
+            "psum, psum-divide, psum-loss-in-grad, params-in-axes-none, init-per-device, "
+            "no-grad-reduction, "
             "axis-name-mismatch, batch-65-on-8, probe-device-axis, probe-device-order, "
             "probe-recompilation, found 'psun'; did you mean 'psum'?");
   EXPECT_EQ(load_error("p2-psum-not-pmean", {"scenario.quick=[1]"}),
