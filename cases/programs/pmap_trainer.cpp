@@ -111,6 +111,50 @@ StepBatch make_batch(const Dataset& data, const StepBatches& batches) {
   return out;
 }
 
+// One optimizer step's inputs: its batch, or with train.grad_accum_steps = k its k
+// micro-batches as tuples (batch s*k + m is micro-batch m of step s, as ddp_ref reads them).
+struct StepInputs {
+  pe::Tree inputs, targets;
+  std::vector<int64_t> global_sample_ids;  // micro-batch-major, then device-major
+  std::vector<double> micro_batch_sizes;   // samples per device in each micro-batch
+  double samples_per_device = 0;           // over all micro-batches
+
+  // Each device's loss over the step's samples, from the step's loss output: one value per
+  // device, or a tuple with one per micro-batch, weighed by their sizes as ddp_ref weighs them
+  // (the last micro-batch of an epoch may be shorter).
+  std::vector<double> device_losses(const pe::Tree& output) const {
+    if (micro_batch_sizes.size() == 1) return output.leaf().to_doubles();
+    std::vector<double> weighted;
+    for (size_t m = 0; m < micro_batch_sizes.size(); ++m) {
+      const std::vector<double> losses = output[m].leaf().to_doubles();
+      weighted.resize(losses.size(), 0.0);
+      for (size_t d = 0; d < losses.size(); ++d) {
+        weighted[d] += losses[d] * micro_batch_sizes[m] / samples_per_device;
+      }
+    }
+    return weighted;
+  }
+};
+
+StepInputs step_inputs(const Dataset& data, const DistributedBatchPlan& plan, int64_t step,
+                       int64_t micro_batches, bool float64) {
+  StepInputs out;
+  std::vector<pe::Tree> inputs, targets;
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    StepBatch batch = make_batch(data, plan.step(step * micro_batches + m));
+    if (float64) batch.cast_floats(pe::DType::f64);
+    inputs.emplace_back(batch.inputs);
+    targets.emplace_back(batch.targets);
+    out.global_sample_ids.insert(out.global_sample_ids.end(), batch.global_sample_ids.begin(),
+                                 batch.global_sample_ids.end());
+    out.micro_batch_sizes.push_back(batch.samples_per_device);
+    out.samples_per_device += batch.samples_per_device;
+  }
+  out.inputs = micro_batches == 1 ? inputs.front() : pe::Tree::tuple(inputs);
+  out.targets = micro_batches == 1 ? targets.front() : pe::Tree::tuple(targets);
+  return out;
+}
+
 void evaluate(const CaseSpec& spec, const pe::Tree& params, RunInfo& info) {
   Dataset test = load_case_dataset(spec, "test");
   const pe::DType dtype = params.leaves().front().dtype();
@@ -170,15 +214,51 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
     return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype));
   };
   const MappedGradients gradients = mapped_gradients(step_options.program, loss_fn);
-  pe::TreeFunction step = [optimizer, loss_and_grads_fn = gradients.loss_and_grads](
-                              const std::vector<pe::Tree>& args) {
-    const pe::Tree& params = args[0];
-    // Seed 002's train_step_parallel: the program's (loss, grads), then the optax update.
-    const pe::Tree loss_and_grads = loss_and_grads_fn({params, args[2], args[3]});
-    const pe::Tree& grads = loss_and_grads[1];
-    auto [updates, new_state] = optimizer.update(grads, args[1], params);
-    return pe::Tree::tuple(
-        {pe::optim::apply_updates(params, updates), new_state, loss_and_grads[0], grads});
+  const int64_t micro_batches = spec.train.grad_accum_steps;
+  const bool update_each = updates_per_micro_batch(step_options.program);
+  pe::TreeFunction step = [optimizer, gradients, micro_batches,
+                           update_each](const std::vector<pe::Tree>& args) {
+    pe::Tree params = args[0];
+    pe::Tree state = args[1];
+    const auto update = [&](const pe::Tree& grads) {
+      auto [updates, new_state] = optimizer.update(grads, state, params);
+      params = pe::optim::apply_updates(params, updates);
+      state = new_state;
+    };
+    if (micro_batches == 1) {
+      // Seed 002's train_step_parallel: the program's (loss, grads), then the optax update.
+      const pe::Tree loss_and_grads = gradients.local({params, args[2], args[3]});
+      const pe::Tree grads = gradients.reduce(loss_and_grads[1]);
+      update(grads);
+      return pe::Tree::tuple({params, state, loss_and_grads[0], grads});
+    }
+    // Micro-batches: args[2] and args[3] are tuples of k batches. 002 §3.3 accumulates the
+    // gradients (each of loss / k, as DDP scales the loss under no_sync), reduces once and
+    // updates once; the P9 program updates after every micro-batch instead.
+    const auto k = static_cast<double>(micro_batches);
+    std::vector<pe::Tree> losses;  // per micro-batch: the host weighs them by their sizes
+    pe::Tree accumulated;
+    pe::Tree last_grads;
+    for (int64_t m = 0; m < micro_batches; ++m) {
+      const auto index = static_cast<size_t>(m);
+      const pe::Tree loss_and_grads = gradients.local({params, args[2][index], args[3][index]});
+      losses.push_back(loss_and_grads[0]);
+      if (update_each) {
+        last_grads = gradients.reduce(loss_and_grads[1]);
+        update(last_grads);
+        continue;
+      }
+      const pe::Tree scaled =
+          pe::tree_map([k](const pe::Array& g) { return g / k; }, loss_and_grads[1]);
+      accumulated = m == 0 ? scaled
+                           : pe::tree_map([](const pe::Array& a, const pe::Array& g) { return a + g; },
+                                          accumulated, scaled);
+    }
+    if (!update_each) {
+      last_grads = gradients.reduce(accumulated);
+      update(last_grads);
+    }
+    return pe::Tree::tuple({params, state, pe::Tree::tuple(losses), last_grads});
   };
   pe::PmapOptions options;
   options.axis_name = gradients.axis_name;
@@ -197,12 +277,6 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
 
 PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   const auto run_start = Clock::now();
-  if (spec.train.grad_accum_steps != 1) {
-    throw InputError(
-        fmt::format("case {}: train.grad_accum_steps = {} is not supported by the "
-                    "engine trainer yet; use --set train.grad_accum_steps=1",
-                    spec.name, spec.train.grad_accum_steps));
-  }
   if (is_error_program(options.step.program) || is_probe_program(options.step.program)) {
     throw InputError(fmt::format(
         "case {}: engine program {} does not train (it reproduces an error or probes an engine "
@@ -244,8 +318,8 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   const auto& record = spec.train.record_steps;
   double global_loss = 0;
   for (int64_t s = 0; s < spec.train.steps; ++s) {
-    StepBatch batch = make_batch(train, plan.step(s));
-    if (float64) batch.cast_floats(pe::DType::f64);
+    const StepInputs batch =
+        step_inputs(train, plan, s, spec.train.grad_accum_steps, float64);
     const auto start = Clock::now();
     pe::Tree out = step({params, opt_state, batch.inputs, batch.targets});
     step_seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
@@ -255,7 +329,7 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
     StepMetrics metrics;
     metrics.step = s;
     double loss_sum = 0;
-    for (double loss : out[2].leaf().to_doubles()) {
+    for (double loss : batch.device_losses(out[2])) {
       metrics.replica_losses.push_back(loss);
       loss_sum += loss * batch.samples_per_device;
     }

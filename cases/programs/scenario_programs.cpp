@@ -18,18 +18,23 @@ constexpr const char* kAxis = "data";
 // value_and_grad(loss_fn), then `reduce` over the grads; the loss stays per device.
 MappedGradients reduced_after_grad(const std::string& axis_name, const pe::TreeFunction& loss_fn,
                                    std::function<pe::Tree(const pe::Tree&)> reduce) {
-  const pe::TreeFunction value_and_grad = pe::value_and_grad(loss_fn);
-  return {axis_name, [value_and_grad, reduce](const std::vector<pe::Tree>& args) {
-            const pe::Tree loss_and_grads = value_and_grad(args);
-            return pe::Tree::tuple({loss_and_grads[0], reduce(loss_and_grads[1])});
-          }};
+  return {axis_name, pe::value_and_grad(loss_fn), std::move(reduce)};
 }
+
+pe::Tree unreduced(const pe::Tree& grads) { return grads; }
 
 }  // namespace
 
+pe::TreeFunction MappedGradients::loss_and_reduced_grads() const {
+  return [local = local, reduce = reduce](const std::vector<pe::Tree>& args) {
+    const pe::Tree loss_and_grads = local(args);
+    return pe::Tree::tuple({loss_and_grads[0], reduce(loss_and_grads[1])});
+  };
+}
+
 MappedGradients mapped_gradients(const std::string& program, const pe::TreeFunction& loss_fn) {
   if (program == "pmean" || program == "init-per-device" || program == "params-in-axes-none" ||
-      program == "batch-65-on-8") {
+      program == "update-inside-accumulation" || program == "batch-65-on-8") {
     // 002 §2.1: grads = lax.pmean(grads, axis_name='data').
     return reduced_after_grad(kAxis, loss_fn,
                               [](const pe::Tree& grads) { return pe::pmean(grads, kAxis); });
@@ -54,11 +59,11 @@ MappedGradients mapped_gradients(const std::string& program, const pe::TreeFunct
     const pe::TreeFunction loss_fn_with_psum = [loss_fn](const std::vector<pe::Tree>& args) {
       return pe::Tree(pe::psum(loss_fn(args).leaf(), kAxis));
     };
-    return {kAxis, pe::value_and_grad(loss_fn_with_psum)};
+    return {kAxis, pe::value_and_grad(loss_fn_with_psum), unreduced};
   }
   if (program == "no-grad-reduction") {
     // 002's table: gradients not reduced before the update; each device steps on its own.
-    return {kAxis, pe::value_and_grad(loss_fn)};
+    return {kAxis, pe::value_and_grad(loss_fn), unreduced};
   }
   if (program == "axis-name-mismatch") {
     // 000 §5.1: pmap(axis_name='batch'), then psum(..., axis_name='devices').
@@ -86,6 +91,10 @@ MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int6
   const std::vector<int32_t> labels(train.labels.begin(), train.labels.begin() + count);
   return {pe::Array::from_floats({mapped, per_device, train.feature_dim}, features),
           pe::Array::from_ints({mapped, per_device}, labels)};
+}
+
+bool updates_per_micro_batch(const std::string& program) {
+  return program == "update-inside-accumulation";
 }
 
 bool broadcasts_params(const std::string& program) { return program == "params-in-axes-none"; }
@@ -123,7 +132,7 @@ std::optional<std::string> run_error_program(const CaseSpec& spec) {
   options.in_axes = {std::nullopt, 0, 0};
   options.devices = devices;
   try {
-    pe::pmap(gradients.loss_and_grads, options)({params, batch.x, batch.y});
+    pe::pmap(gradients.loss_and_reduced_grads(), options)({params, batch.x, batch.y});
   } catch (const pe::EngineError& error) {
     return std::string(error.what());
   }

@@ -17,6 +17,9 @@
 //                       instead of one init broadcast to all                     (P4, 000 §4.4)
 //   no-grad-reduction   grads = grad(loss_fn)(params, x, y), applied without any reduction
 //                                                                                 (P11, 002 table)
+//   update-inside-accumulation  with train.grad_accum_steps = k: each micro-batch's
+//                       gradient pmean'd and applied at once, k updates a step, where 002 §3.3
+//                       accumulates first and updates once                        (P9, 002 §3.3)
 //   axis-name-mismatch  @pmap(axis_name='batch') ... lax.psum(grads, axis_name='devices')
 //                                                                                 (P1, 000 §5.1)
 //   batch-65-on-8       the pmean step fed a leading axis of 65 on 8 devices      (P6, 001 §1)
@@ -27,6 +30,7 @@
 //   probe-recompilation which calls of a jitted step retrace it (P14)
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,17 +42,23 @@ namespace parity::cases {
 
 namespace pe = pmap_engine;
 
-// The part of a program that runs inside the pmap: (params, x, y) -> (loss, grads the
-// optimizer applies), and the axis name the pmap binds.
+// The part of a program that runs inside the pmap: the per-device (loss, gradients) of one
+// batch, and the program's reduction of gradients over devices (applied once per optimizer
+// step, after any accumulation), with the axis name the pmap binds.
 struct MappedGradients {
   std::string axis_name;
-  pe::TreeFunction loss_and_grads;
+  pe::TreeFunction local;                          // (params, x, y) -> (loss, grads)
+  std::function<pe::Tree(const pe::Tree&)> reduce;  // grads -> the grads the optimizer applies
+  // (params, x, y) -> (loss, reduced grads): local, then reduce.
+  pe::TreeFunction loss_and_reduced_grads() const;
 };
 
 // `loss_fn`: (params, x, y) -> the local mean loss. Throws InternalError for a name that is
 // not an engine program (case validation refuses those first).
 MappedGradients mapped_gradients(const std::string& program, const pe::TreeFunction& loss_fn);
 
+// Whether the program updates after every micro-batch instead of once per step (P9).
+bool updates_per_micro_batch(const std::string& program);
 // Whether the program passes params and optimizer state with in_axes=None (S4).
 bool broadcasts_params(const std::string& program);
 // Whether the program initialises each device's parameters separately (P4).

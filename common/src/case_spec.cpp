@@ -933,6 +933,7 @@ const std::vector<std::string>& engine_program_names() {
       "params-in-axes-none",  // S4: params broadcast with in_axes=None, not replicated
       "init-per-device",    // P4: each device initialises from fold_in(key, device)
       "no-grad-reduction",  // P11: each device applies its own local gradients
+      "update-inside-accumulation",  // P9: an optimizer update after every micro-batch
       "axis-name-mismatch", // P1: pmap(axis_name='batch') with psum(axis_name='devices')
       "batch-65-on-8",      // P6: a global batch of 65 mapped over 8 devices
       "probe-device-axis",  // P7: the shape of a pmapped loss

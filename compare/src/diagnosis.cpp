@@ -9,6 +9,8 @@
 //   S6   different samples per step                     samples digests differ
 //   P4   replicas started different                     digests diverge, loss differs at step 0
 //   P11  replicas drifted apart                          digests diverge, step-0 loss agrees
+//   P9   an update between micro-batches                 grad_accum_steps > 1, loss and
+//                                                        gradients differ at step 0, same samples
 //   S1   different initial parameters (or model)        loss differs at step 0, same samples
 //   S1   different optimizer semantics                  step-0 gradients agree, the update or
 //                                                        the learning rate does not
@@ -17,7 +19,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
 
+#include "case_toml.h"
 #include "checks.h"
 #include "figures.h"
 
@@ -137,6 +141,43 @@ std::optional<Diagnosis> replica_rule(const RunPair& runs, const Findings& findi
           "different updates",
       "Reduce the gradients over the device axis (pmean) before the optimizer update and keep "
       "the optimizer state replicated, updated only from reduced gradients."};
+}
+
+// The number of micro-batches per optimizer step both runs' cases name (1 when either lacks it).
+int64_t micro_batches(const RunPair& runs) {
+  const auto of = [](const RunDir& run) {
+    const std::map<std::string, std::string> keys = case_keys(run);
+    const auto found = keys.find("train.grad_accum_steps");
+    return found == keys.end() ? int64_t{1} : std::stoll(found->second);
+  };
+  const int64_t a = of(runs.a);
+  return a == of(runs.b) ? a : 1;
+}
+
+// With k micro-batches a step, an optimizer update inside the accumulation loop changes the
+// parameters the later micro-batches see: the step-0 loss (their mean) and its gradients differ
+// already, on the same samples. Different initial parameters look the same from the recorded
+// figures, so the evidence says so; the accumulation order is the likelier mistake to check.
+std::optional<Diagnosis> accumulation_rule(const RunPair& runs, const Findings& findings) {
+  const int64_t k = micro_batches(runs);
+  if (k < 2 || !findings.first_loss_mismatch || runs.common.empty() ||
+      *findings.first_loss_mismatch != runs.common.front().step() ||
+      findings.first_grads_match != false) {
+    return std::nullopt;
+  }
+  const StepPair& first = runs.common.front();
+  return Diagnosis{
+      "P9", "Optimizer update inside the gradient accumulation loop",
+      fmt::format("both cases accumulate {} micro-batches per step, and at step {} the loss (A {} "
+                  "vs B {}) and the accumulated gradients already differ although both read the "
+                  "same samples: an update between micro-batches changes what the later ones "
+                  "see (different initial parameters would look the same; check the "
+                  "accumulation order first)",
+                  k, first.step(), first.a->loss, first.b->loss),
+      "Accumulate the gradients of all micro-batches first (grad_accum = tree.map(add, "
+      "grad_accum, grads)), reduce them once, and call optimizer.update once per step; the "
+      "optimizer state must not change between micro-batches (DDP: no_sync() for all but the "
+      "last micro-batch)."};
 }
 
 std::optional<Diagnosis> initial_parameters_rule(const RunPair& runs, const Findings& findings) {
@@ -263,6 +304,7 @@ std::vector<Diagnosis> diagnose(const RunPair& runs, const Findings& findings) {
   if (add(summed_gradients_rule(runs, findings))) return diagnoses;
   if (add(data_rule(findings))) return diagnoses;
   if (add(replica_rule(runs, findings))) return diagnoses;
+  if (add(accumulation_rule(runs, findings))) return diagnoses;
   if (add(initial_parameters_rule(runs, findings))) return diagnoses;
   if (add(optimizer_rule(runs, findings))) return diagnoses;
   add(drift_rule(runs, findings));
