@@ -2,9 +2,7 @@
 // message that names the rank that caused them.
 #include <fmt/format.h>
 #include <gloo/config.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +17,7 @@
 #include "memory_meter.h"
 #include "model.h"
 #include "parity/common/error.h"
+#include "parity/common/loopback_port.h"
 #include "parity/common/tensor_file.h"
 #include "parity/ddp_ref/ddp_ref.h"
 #include "trainer.h"
@@ -219,21 +218,6 @@ int64_t parse_env_int(const char* name, std::optional<int64_t> fallback) {
   return value;
 }
 
-int free_loopback_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof address;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    if (fd >= 0) close(fd);
-    throw RunError("could not find a free TCP port on 127.0.0.1 for the rendezvous store");
-  }
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 std::string describe_exit(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
@@ -435,5 +419,6 @@ void launch_processes(const CaseSpec& spec, const DdpOptions& options, int64_t n
                                fmt::join(failures, "; ")));
   }
 }
+
 
 }  // namespace parity::ddp_ref

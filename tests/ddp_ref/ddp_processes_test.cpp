@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "command.h"
+#include "parity/common/loopback_port.h"
 #include "parity/common/run_dir.h"
 #include "parity/common/tensor_file.h"
 
@@ -77,7 +78,9 @@ TEST_F(DdpProcesses, FourSingleRankProcessesEqualFourThreads) {
 }
 
 TEST_F(DdpProcesses, ProcessesStartedWithTorchrunVariablesJoinAsTheirRanks) {
-  const int port = 20000 + static_cast<int>(getpid() % 20000);
+  // A port the kernel has just found free, not one derived from the pid: another test (or a
+  // socket in TIME_WAIT) may hold that.
+  const int port = free_loopback_port();
   std::string launches;
   for (int rank = 0; rank < 4; ++rank) {
     launches += fmt::format(
