@@ -37,14 +37,14 @@ std::string first_line(const std::string& text) {
 // The case whose scenario id (any case) or name is `wanted`.
 CaseSpec find_case(const std::vector<CaseSpec>& specs, const std::string& wanted) {
   for (const CaseSpec& spec : specs) {
-    if (spec.name == wanted || (!spec.scenario.id.empty() &&
-                                lower(spec.scenario.id) == lower(wanted))) {
+    if (spec.name == wanted ||
+        (!spec.scenario.id.empty() && lower(spec.scenario.id) == lower(wanted))) {
       return spec;
     }
   }
   std::vector<std::string> known;
-  for (const CaseSpec& spec : specs) known.push_back(spec.scenario.id.empty() ? spec.name
-                                                                              : spec.scenario.id);
+  for (const CaseSpec& spec : specs)
+    known.push_back(spec.scenario.id.empty() ? spec.name : spec.scenario.id);
   throw InputError(fmt::format("no case with id or name '{}' in {}; known: {}", wanted,
                                cases_dir().string(), fmt::join(known, ", ")));
 }
@@ -66,15 +66,15 @@ void show_command(const std::string& wanted) {
   const CaseSpec spec = find_case(list_cases(), wanted);
   const ScenarioSpec& scenario = spec.scenario;
   if (!scenario.id.empty()) {
-    std::cout << fmt::format("{} {}\n  source       {}\n  claim        {}\n  expected     {}\n"
-                             "  program      {}\n",
-                             scenario.id, scenario.title, scenario.source, scenario.claim,
-                             expected_outcome(scenario), scenario.engine_program);
+    std::cout << fmt::format(
+        "{} {}\n  source       {}\n  claim        {}\n  expected     {}\n"
+        "  program      {}\n",
+        scenario.id, scenario.title, scenario.source, scenario.claim, expected_outcome(scenario),
+        scenario.engine_program);
     if (!scenario.fact_check.empty()) {
       std::cout << fmt::format("  fact-check   {}\n", scenario.fact_check);
     }
-    std::cout << fmt::format("  quick        --set {}\n\n",
-                             fmt::join(scenario.quick, " --set "));
+    std::cout << fmt::format("  quick        --set {}\n\n", fmt::join(scenario.quick, " --set "));
   }
   std::cout << "# " << spec.source_file.string() << "\n" << spec.to_toml();
 }
@@ -120,8 +120,8 @@ int run_command(const RunArgumentsOfCases& arguments) {
   std::vector<reports::CatalogueEntry> entries;
   const std::filesystem::path out(arguments.out);
   for (const CaseSpec& selected : selected_cases(arguments)) {
-    std::vector<std::string> overrides = arguments.full ? std::vector<std::string>{}
-                                                        : selected.scenario.quick;
+    std::vector<std::string> overrides =
+        arguments.full ? std::vector<std::string>{} : selected.scenario.quick;
     overrides.insert(overrides.end(), arguments.overrides.begin(), arguments.overrides.end());
     const CaseSpec spec = load_case(selected.source_file.string(), overrides);
     entries.push_back(run_scenario(spec, out / spec.name, comparison_options(arguments)));
@@ -134,8 +134,7 @@ int run_command(const RunArgumentsOfCases& arguments) {
     }
   }
   reports::write_catalogue_report(entries, out / "catalogue");
-  std::cout << "catalogue: " << (out / "catalogue" / reports::kCatalogueHtmlFile).string()
-            << "\n";
+  std::cout << "catalogue: " << (out / "catalogue" / reports::kCatalogueHtmlFile).string() << "\n";
   const bool differs = std::any_of(entries.begin(), entries.end(), [](const auto& entry) {
     return entry.outcome == reports::CaseOutcome::kDiffers;
   });

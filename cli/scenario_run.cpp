@@ -47,9 +47,9 @@ void judge_comparison(const CaseSpec& spec, const std::filesystem::path& dir,
   std::string headline = result.headline;
   const std::string repeated = "Equivalent: ";
   if (headline.rfind(repeated, 0) == 0) headline.erase(0, repeated.size());
-  entry.observed = fmt::format(
-      "{}{}: {}", compare::to_string(result.verdict),
-      ids.empty() ? "" : fmt::format("; diagnosis {}", fmt::join(ids, ", ")), headline);
+  entry.observed =
+      fmt::format("{}{}: {}", compare::to_string(result.verdict),
+                  ids.empty() ? "" : fmt::format("; diagnosis {}", fmt::join(ids, ", ")), headline);
   const bool verdict_matches = compare::to_string(result.verdict) == scenario.expect;
   entry.outcome = verdict_matches && diagnoses_match(scenario.expect_diagnoses, ids)
                       ? CaseOutcome::kAsExpected

@@ -207,8 +207,7 @@ pe::Tree replicate(const pe::Tree& tree, int64_t num_devices) {
 pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
                                  const PmapStepOptions& step_options) {
   const ModelSpec model = spec.model;
-  const pe::DType dtype =
-      step_options.float64 ? pe::DType::f64 : compute_dtype(spec.train.dtype);
+  const pe::DType dtype = step_options.float64 ? pe::DType::f64 : compute_dtype(spec.train.dtype);
   const pe::optim::GradientTransformation optimizer = make_optimizer(spec.train);
   pe::TreeFunction loss_fn = [model, dtype](const std::vector<pe::Tree>& args) {
     return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype));
@@ -250,9 +249,10 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
       }
       const pe::Tree scaled =
           pe::tree_map([k](const pe::Array& g) { return g / k; }, loss_and_grads[1]);
-      accumulated = m == 0 ? scaled
-                           : pe::tree_map([](const pe::Array& a, const pe::Array& g) { return a + g; },
-                                          accumulated, scaled);
+      accumulated = m == 0
+                        ? scaled
+                        : pe::tree_map([](const pe::Array& a, const pe::Array& g) { return a + g; },
+                                       accumulated, scaled);
     }
     if (!update_each) {
       last_grads = gradients.reduce(accumulated);
@@ -298,7 +298,9 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
                         ? initialise_per_device(spec, num_devices, initial.leaves().front().dtype())
                         : replicate(initial, num_devices);
   pe::Tree opt_state = broadcast ? initial_state : replicate(initial_state, num_devices);
-  const auto device_params = [&](int64_t d) { return broadcast ? params : device_slice(params, d); };
+  const auto device_params = [&](int64_t d) {
+    return broadcast ? params : device_slice(params, d);
+  };
   Dataset train = load_case_dataset(spec, "train");
   DistributedSamplerOptions sampler;
   sampler.dataset_size = train.num_samples;
@@ -318,8 +320,7 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   const auto& record = spec.train.record_steps;
   double global_loss = 0;
   for (int64_t s = 0; s < spec.train.steps; ++s) {
-    const StepInputs batch =
-        step_inputs(train, plan, s, spec.train.grad_accum_steps, float64);
+    const StepInputs batch = step_inputs(train, plan, s, spec.train.grad_accum_steps, float64);
     const auto start = Clock::now();
     pe::Tree out = step({params, opt_state, batch.inputs, batch.targets});
     step_seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());

@@ -64,11 +64,10 @@ ProbeResult probe_device_order(const CaseSpec& spec) {
   bool sorted_and_stable = true;
   for (const pe::DeviceSet& listing : listings) {
     const auto& devices = listing.devices();
-    sorted_and_stable &= std::is_sorted(devices.begin(), devices.end(),
-                                        [](const pe::Device& a, const pe::Device& b) {
-                                          return a.id < b.id;
-                                        }) &&
-                         ids_of(listing) == ids_of(listings.front());
+    sorted_and_stable &=
+        std::is_sorted(devices.begin(), devices.end(),
+                       [](const pe::Device& a, const pe::Device& b) { return a.id < b.id; }) &&
+        ids_of(listing) == ids_of(listings.front());
   }
   ProbeResult result;
   result.as_expected = sorted_and_stable;
@@ -121,8 +120,8 @@ ProbeResult probe_recompilation(const CaseSpec& spec) {
     if (step.cache_stats().misses > before) traced.emplace_back(call.what);
   }
   ProbeResult result;
-  result.as_expected = traced == std::vector<std::string>{"first call", "half the batch",
-                                                          "another static mode"};
+  result.as_expected =
+      traced == std::vector<std::string>{"first call", "half the batch", "another static mode"};
   result.observed = fmt::format(
       "{} calls, {} traces ({}); another learning rate passed as an array reused the trace, as "
       "did the first signature again",

@@ -77,9 +77,10 @@ MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int6
                           int64_t per_device) {
   const Dataset train = load_case_dataset(spec, "train");
   if (train.labels.empty()) {
-    throw InputError(fmt::format("case {}: engine program {} needs a classification dataset "
-                                 "(fashion-mnist), found {}",
-                                 spec.name, program, spec.data.dataset));
+    throw InputError(
+        fmt::format("case {}: engine program {} needs a classification dataset "
+                    "(fashion-mnist), found {}",
+                    spec.name, program, spec.data.dataset));
   }
   const int64_t count = mapped * per_device;
   if (count > train.num_samples) {
@@ -116,15 +117,14 @@ std::optional<std::string> run_error_program(const CaseSpec& spec) {
   };
   const MappedGradients gradients = mapped_gradients(program, loss_fn);
   const pe::DeviceSet devices(static_cast<int>(spec.parallel.replicas));
-  const pe::Tree params = params_from_tensors(
-      init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
+  const pe::Tree params =
+      params_from_tensors(init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
 
   // One batch per device, or 65 samples for batch-65-on-8: the global batch 001 §1 feeds to
   // pmap as it is.
   const bool global_65 = program == "batch-65-on-8";
-  const MappedBatch batch =
-      first_samples(spec, program, global_65 ? 65 : spec.parallel.replicas,
-                    global_65 ? 1 : spec.data.per_replica_batch);
+  const MappedBatch batch = first_samples(spec, program, global_65 ? 65 : spec.parallel.replicas,
+                                          global_65 ? 1 : spec.data.per_replica_batch);
 
   // 000 §5.3's in_axes=(None, 0, 0): params broadcast, data mapped.
   pe::PmapOptions options;

@@ -47,7 +47,7 @@ namespace pe = pmap_engine;
 // step, after any accumulation), with the axis name the pmap binds.
 struct MappedGradients {
   std::string axis_name;
-  pe::TreeFunction local;                          // (params, x, y) -> (loss, grads)
+  pe::TreeFunction local;                           // (params, x, y) -> (loss, grads)
   std::function<pe::Tree(const pe::Tree&)> reduce;  // grads -> the grads the optimizer applies
   // (params, x, y) -> (loss, reduced grads): local, then reduce.
   pe::TreeFunction loss_and_reduced_grads() const;

@@ -98,8 +98,7 @@ std::string likely_cause(const std::vector<Diagnosis>& diagnoses) {
   return fmt::format("likely {} ({})", diagnoses.front().title, diagnoses.front().pitfall);
 }
 
-std::string make_headline(const ComparisonResult& result, const RunPair& runs,
-                          bool float_noise) {
+std::string make_headline(const ComparisonResult& result, const RunPair& runs, bool float_noise) {
   std::optional<int64_t> first_step;
   std::vector<std::string> failed_titles;
   for (const Check& check : result.checks) {

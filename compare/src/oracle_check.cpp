@@ -54,8 +54,8 @@ Check check_oracle(const RunPair& runs, const CompareOptions& options,
     throw InputError(fmt::format(
         "{}: the oracle trained case {} (hash {}), the reference (run B) case {} (hash {}); "
         "train the oracle from B's case and overrides: parity pmap CASE --set ... --float64",
-        (options.oracle->dir / "run.json").string(), oracle_info.case_name,
-        oracle_info.case_hash, runs.b.info.case_name, runs.b.info.case_hash));
+        (options.oracle->dir / "run.json").string(), oracle_info.case_name, oracle_info.case_hash,
+        runs.b.info.case_name, runs.b.info.case_hash));
   }
   double error_a = 0;
   double error_b = 0;
@@ -74,8 +74,8 @@ Check check_oracle(const RunPair& runs, const CompareOptions& options,
                                 options.oracle->dir.string());
     return check;
   }
-  const double floor = options.oracle_floor.value_or(dtype_tolerance.atol +
-                                                     dtype_tolerance.rtol * largest_loss);
+  const double floor =
+      options.oracle_floor.value_or(dtype_tolerance.atol + dtype_tolerance.rtol * largest_loss);
   const double allowed = options.oracle_factor * error_b + floor;
   check.figures = {{"steps_compared", static_cast<double>(steps), ""},
                    {"max_loss_error_a", error_a, ""},
@@ -87,8 +87,8 @@ Check check_oracle(const RunPair& runs, const CompareOptions& options,
   check.summary = fmt::format(
       "Largest loss error against the oracle ({} {}, {} steps): A {}, B {}; A may reach {} x B + "
       "{} = {}.",
-      oracle_info.producer, oracle_info.dtype, steps, format_number(error_a), format_number(error_b),
-      format_number(options.oracle_factor), format_number(floor),
+      oracle_info.producer, oracle_info.dtype, steps, format_number(error_a),
+      format_number(error_b), format_number(options.oracle_factor), format_number(floor),
       format_number(allowed));
   return check;
 }

@@ -79,8 +79,8 @@ std::string catalogue_headline(const std::vector<CatalogueEntry>& entries) {
 }
 
 const std::vector<std::string>& catalogue_columns() {
-  static const std::vector<std::string> columns = {
-      "case", "title", "claim", "expected", "observed", "fact check", "outcome"};
+  static const std::vector<std::string> columns = {"case",     "title",      "claim",  "expected",
+                                                   "observed", "fact check", "outcome"};
   return columns;
 }
 

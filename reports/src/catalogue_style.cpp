@@ -3,10 +3,11 @@
 namespace parity::reports {
 
 // On top of report.html's stylesheet. Four of the table's seven columns are prose, so the page is
-// wider than report.html and the prose a little smaller; the case and the outcome do not wrap. A
-// case that differs is tinted in the fail tone, with a bar on its left edge and a solid pill. On a phone each row
-// becomes a card: the case, its outcome and report link on one line, then the title, each piece
-// of prose under its heading. Printed, the page turns to landscape and keeps rows whole.
+// wider than report.html, the prose a little smaller, and the columns have fixed shares; the
+// case id does not wrap. A case that differs is tinted in the fail tone, with a bar on its left
+// edge and a solid pill. On a phone each row becomes a card: the case, its outcome and report
+// link on one line, then the title, each piece of prose under its heading. Printed, the page
+// turns to landscape and keeps rows whole.
 const char* const kCatalogueCss = R"css(
 main.catalogue { max-width: 1480px; }
 table.catalogue { font-size: 0.86rem; line-height: 1.45; width: 100%; table-layout: fixed; }

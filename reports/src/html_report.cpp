@@ -13,7 +13,6 @@
 #include "escape.h"
 #include "html_charts.h"
 #include "html_parts.h"
-#include "labels.h"
 #include "number_format.h"
 #include "parity/reports/reports.h"
 #include "report_content.h"
@@ -52,13 +51,13 @@ std::string verdict_html(const ComparisonResult& result) {
       "<header class=\"verdict {}\"><div class=\"kicker\">parity comparison · case "
       "<strong>{}</strong></div><div class=\"badge\"><span class=\"mark\">{}</span>{}</div>"
       "<h1>{}</h1><p class=\"meta\">{} against {} (reference) · {} steps compared · {}</p>",
-      status_tone(tone), e(result.a.case_name), status_mark(tone), verdict_label(result.verdict),
-      e(result.headline), run_line(result.a), run_line(result.b), result.series.steps.size(),
-      e(result.generated_at));
+      status_tone(tone), e(result.a.case_name), status_mark(tone),
+      compare::to_string(result.verdict), e(result.headline), run_line(result.a),
+      run_line(result.b), result.series.steps.size(), e(result.generated_at));
   out += "<ul class=\"tally\">";
   for (const auto& [status, count] : status_tally(result.checks)) {
     out += fmt::format("<li><span class=\"status {}\">{} {}</span></li>", status_tone(status),
-                       count, status_label(status));
+                       count, compare::to_string(status));
   }
   return out + "</ul></header>";
 }
@@ -134,7 +133,7 @@ std::string checks_html(const ComparisonResult& result) {
     out += fmt::format(
         "<tbody id=\"check-{}\"><tr><td>{}</td><td class=\"check-title\">{}</td><td>{}</td>"
         "<td class=\"num{}\">{}</td></tr>",
-        e(check.id), status_pill(check.status, status_label(check.status)), e(check.title),
+        e(check.id), status_pill(check.status, compare::to_string(check.status)), e(check.title),
         e(check.summary), check.first_failing_step ? " failing-step" : "",
         check.first_failing_step ? std::to_string(*check.first_failing_step) : "–");
     const std::string detail = figures_html(check) + details_html(check) + tensors_html(check);
@@ -191,7 +190,7 @@ std::string tolerances_html(const ComparisonResult& result) {
 }  // namespace
 
 std::string render_html(const ComparisonResult& result) {
-  std::string page = page_start(fmt::format("parity: {} · {}", verdict_label(result.verdict),
+  std::string page = page_start(fmt::format("parity: {} · {}", compare::to_string(result.verdict),
                                             e(result.a.case_name))) +
                      "<main>";
   page += verdict_html(result);

@@ -20,7 +20,6 @@
 #include <nlohmann/json.hpp>
 
 #include "escape.h"
-#include "labels.h"
 #include "parity/reports/reports.h"
 
 namespace parity::reports {
@@ -101,7 +100,7 @@ Json check_json(const compare::Check& check) {
   }
   return {{"id", text(check.id)},
           {"title", text(check.title)},
-          {"status", status_label(check.status)},
+          {"status", compare::to_string(check.status)},
           {"summary", text(check.summary)},
           {"figures", figures},
           {"first_failing_step",
@@ -136,7 +135,7 @@ std::string render_json(const ComparisonResult& result) {
   Json report;
   report["schema"] = "parity-report";
   report["schema_version"] = result.schema_version;
-  report["verdict"] = verdict_label(result.verdict);
+  report["verdict"] = compare::to_string(result.verdict);
   report["headline"] = text(result.headline);
   report["parity_version"] = text(result.parity_version);
   report["generated_at"] = text(result.generated_at);

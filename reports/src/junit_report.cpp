@@ -17,7 +17,6 @@
 #include <fmt/format.h>
 
 #include "escape.h"
-#include "labels.h"
 #include "number_format.h"
 #include "parity/reports/reports.h"
 #include "report_content.h"
@@ -94,7 +93,7 @@ std::string render_junit(const ComparisonResult& result) {
       "<testsuite name=\"parity compare\" tests=\"{}\" failures=\"{}\" errors=\"0\" "
       "skipped=\"{}\" timestamp=\"{}\">\n  <properties>\n",
       result.checks.size(), num_failures, num_skipped, attribute(result.generated_at));
-  out += property_xml("verdict", verdict_label(result.verdict));
+  out += property_xml("verdict", compare::to_string(result.verdict));
   out += property_xml("headline", result.headline);
   for (const compare::RunSummary* run : {&result.a, &result.b}) {
     out += property_xml("run " + run->label, run->producer + " " + run->dir);
@@ -108,8 +107,8 @@ std::string render_junit(const ComparisonResult& result) {
   out += "  </properties>\n";
   for (const Check& check : result.checks) out += testcase_xml(check);
   out += "  <system-out>" +
-         markup_escape(std::string(verdict_label(result.verdict)) + ": " + result.headline + "\n" +
-                       diagnoses) +
+         markup_escape(std::string(compare::to_string(result.verdict)) + ": " + result.headline +
+                       "\n" + diagnoses) +
          "</system-out>\n</testsuite>\n";
   return out;
 }

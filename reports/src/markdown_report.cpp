@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "escape.h"
-#include "labels.h"
 #include "markdown_parts.h"
 #include "number_format.h"
 #include "parity/reports/reports.h"
@@ -38,12 +37,12 @@ const char* verdict_icon(Verdict verdict) {
 std::string verdict_markdown(const ComparisonResult& result) {
   std::string tally;
   for (const auto& [status, count] : status_tally(result.checks)) {
-    tally += fmt::format("{}{} {}", tally.empty() ? "" : ", ", count, status_label(status));
+    tally += fmt::format("{}{} {}", tally.empty() ? "" : ", ", count, compare::to_string(status));
   }
   return fmt::format(
       "## {} parity: {}\n\n**{}**\n\nCase {} · run {} ({}) against run {} ({}, reference) · {} "
       "steps compared · checks: {}\n\n",
-      verdict_icon(result.verdict), verdict_label(result.verdict), md(result.headline),
+      verdict_icon(result.verdict), compare::to_string(result.verdict), md(result.headline),
       md(result.a.case_name), md(result.a.label), md(result.a.producer), md(result.b.label),
       md(result.b.producer), result.series.steps.size(), tally.empty() ? "none" : tally);
 }
@@ -68,7 +67,7 @@ std::string check_details_markdown(const Check& check) {
   if (check.figures.empty() && check.details.empty() && check.tensors.empty()) return "";
   // The blank line after <summary> makes GitHub read what follows as Markdown again.
   std::string out = fmt::format("<details><summary>{}: {}</summary>\n\n",
-                                markup_escape(check.title), status_label(check.status));
+                                markup_escape(check.title), compare::to_string(check.status));
   if (!check.figures.empty()) {
     std::vector<std::vector<std::string>> rows;
     for (const compare::Figure& figure : check.figures) {
@@ -99,9 +98,10 @@ std::string checks_markdown(const ComparisonResult& result) {
   std::vector<std::vector<std::string>> rows;
   std::string details;
   for (const Check& check : result.checks) {
-    rows.push_back({fmt::format("{} {}", status_icon(check.status), status_label(check.status)),
-                    md(check.title), md(check.summary),
-                    check.first_failing_step ? std::to_string(*check.first_failing_step) : "–"});
+    rows.push_back(
+        {fmt::format("{} {}", status_icon(check.status), compare::to_string(check.status)),
+         md(check.title), md(check.summary),
+         check.first_failing_step ? std::to_string(*check.first_failing_step) : "–"});
     details += check_details_markdown(check);
   }
   return "### Checks\n\n" +

@@ -6,7 +6,7 @@
 //     check             status        result
 //     Loss curve        fail          Loss differs beyond tolerance from step 1.
 //     Gradients         fail          Gradient norms are 8.00× B's at every recorded step.
-//     Throughput        pass          A trains 3.9e+04 samples/s, B 1.1e+04: A/B throughput 3.6x …
+//     Throughput        pass          A trains 3.9e+04 samples/s, B 1.1e+04: A/B throughput …
 //
 //     diagnosis P2  Gradients summed, not averaged · fix: use pmean, not psum.
 //
@@ -21,7 +21,6 @@
 #include <cctype>
 
 #include "escape.h"
-#include "labels.h"
 #include "parity/reports/reports.h"
 
 namespace parity::reports {
@@ -110,7 +109,7 @@ std::string upper(std::string text) {
 
 std::string render_terminal_summary(const ComparisonResult& result, bool color) {
   const CheckStatus tone = verdict_tone(result.verdict);
-  std::string verdict = upper(verdict_label(result.verdict));
+  std::string verdict = upper(compare::to_string(result.verdict));
   if (color) verdict = "\033[1m" + paint(verdict, tone, true);
   std::string out = "parity: " + verdict + "\n";
   if (!result.headline.empty()) out += "  " + one_line(result.headline) + "\n";
@@ -122,12 +121,11 @@ std::string render_terminal_summary(const ComparisonResult& result, bool color) 
           std::max(title_width, display_width(fit(one_line(check.title), kMaxTitleWidth)));
     }
     const size_t status_width = std::string("not recorded").size();
-    out +=
-        "\n  " + pad("check", title_width) + "  " + pad("status", status_width) + "  result\n";
+    out += "\n  " + pad("check", title_width) + "  " + pad("status", status_width) + "  result\n";
     for (const Check& check : result.checks) {
       out += "  " + pad(fit(one_line(check.title), kMaxTitleWidth), title_width) + "  " +
-             paint(pad(status_label(check.status), status_width), check.status, color) + "  " +
-             result_line(check) + "\n";
+             paint(pad(compare::to_string(check.status), status_width), check.status, color) +
+             "  " + result_line(check) + "\n";
     }
   }
 

@@ -2,6 +2,8 @@
 // on 8 devices, checked against what their JAX counterparts compute. Expected values are
 // derived: scaling by 8 (a power of two) and dividing by it are exact in binary floating point,
 // so the relations below hold bit for bit, not within a tolerance.
+#include "scenario_programs.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,7 +15,6 @@
 #include "parity/common/run_dir.h"
 #include "parity/common/tensor_file.h"
 #include "pmap_trainer.h"
-#include "scenario_programs.h"
 #include "test_files.h"
 
 namespace parity::cases {
@@ -22,8 +23,8 @@ namespace {
 constexpr int64_t kDevices = 8;
 
 CaseSpec one_step_case() {
-  return load_case("mlp2-fmnist", {"train.steps=1", "train.record_steps=[0]",
-                                   "data.per_replica_batch=16"});
+  return load_case("mlp2-fmnist",
+                   {"train.steps=1", "train.record_steps=[0]", "data.per_replica_batch=16"});
 }
 
 // Trains one step with `program` and returns the run directory.

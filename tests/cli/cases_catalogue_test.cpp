@@ -24,10 +24,9 @@ using testing::shell_quote;
 const std::string kParity = PARITY_EXECUTABLE;
 
 // Every item of docs/pitfalls.md.
-const std::vector<std::string> kItems = {"S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8",
-                                         "S9", "S10", "S11", "P1", "P2", "P3", "P4", "P5",
-                                         "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13",
-                                         "P14"};
+const std::vector<std::string> kItems = {"S1",  "S2",  "S3",  "S4",  "S5",  "S6",  "S7", "S8", "S9",
+                                         "S10", "S11", "P1",  "P2",  "P3",  "P4",  "P5", "P6", "P7",
+                                         "P8",  "P9",  "P10", "P11", "P12", "P13", "P14"};
 
 TEST(CasesCatalogue, EveryItemOfThePitfallsListHasExactlyOneCase) {
   std::map<std::string, int> cases_per_item;
@@ -44,8 +43,8 @@ TEST(CasesCatalogue, RunAllBehavesAsEachCaseExpectsAndWritesTheCatalogue) {
       fmt::format("{} cases run --all --out {}", kParity, shell_quote(out.path().string())), 900);
   ASSERT_EQ(run.exit_code, 0) << run.output;
 
-  const nlohmann::json catalogue = nlohmann::json::parse(
-      testing::read_bytes(out.path("catalogue/catalogue.json")));
+  const nlohmann::json catalogue =
+      nlohmann::json::parse(testing::read_bytes(out.path("catalogue/catalogue.json")));
   EXPECT_EQ(catalogue.at("schema"), "parity-catalogue");
   EXPECT_EQ(catalogue.at("verdict"), "passes");
   std::map<std::string, nlohmann::json> by_id;
@@ -82,16 +81,17 @@ TEST(CasesCatalogue, RunAllBehavesAsEachCaseExpectsAndWritesTheCatalogue) {
 TEST(CasesCatalogue, ACaseThatDoesNotBehaveAsExpectedFailsTheRun) {
   // P2 expects the P2 diagnosis; trained with the faithful program it is equivalent instead.
   testing::TempDir out;
-  const auto run = run_command(fmt::format("{} cases run P2 --set train.steps=3 --set "
-                                           "'train.record_steps=[0]' --set "
-                                           "scenario.engine_program=pmean --out {}",
-                                           kParity, shell_quote(out.path().string())));
+  const auto run =
+      run_command(fmt::format("{} cases run P2 --set train.steps=3 --set "
+                              "'train.record_steps=[0]' --set "
+                              "scenario.engine_program=pmean --out {}",
+                              kParity, shell_quote(out.path().string())));
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_THAT(run.output, HasSubstr("P2   differs"));
   EXPECT_THAT(run.output, HasSubstr("expected not equivalent; diagnosis P2"));
   EXPECT_THAT(run.output, HasSubstr("observed equivalent"));
-  const nlohmann::json catalogue = nlohmann::json::parse(
-      testing::read_bytes(out.path("catalogue/catalogue.json")));
+  const nlohmann::json catalogue =
+      nlohmann::json::parse(testing::read_bytes(out.path("catalogue/catalogue.json")));
   EXPECT_EQ(catalogue.at("verdict"), "fails");
 }
 

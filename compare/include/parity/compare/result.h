@@ -26,8 +26,33 @@ enum class CheckStatus { kPass, kFail, kWarn, kNotRecorded };
 enum class Verdict { kEquivalent, kNotEquivalent, kIncomplete };
 
 // "pass", "fail", "warn", "not recorded"; "equivalent", "not equivalent", "incomplete".
-const char* to_string(CheckStatus status);
-const char* to_string(Verdict verdict);
+// Inline, so that reports (which depends on these types only, not on compare's library) speaks
+// the same words.
+inline const char* to_string(CheckStatus status) {
+  switch (status) {
+    case CheckStatus::kPass:
+      return "pass";
+    case CheckStatus::kFail:
+      return "fail";
+    case CheckStatus::kWarn:
+      return "warn";
+    case CheckStatus::kNotRecorded:
+      return "not recorded";
+  }
+  return "unknown";
+}
+
+inline const char* to_string(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kEquivalent:
+      return "equivalent";
+    case Verdict::kNotEquivalent:
+      return "not equivalent";
+    case Verdict::kIncomplete:
+      return "incomplete";
+  }
+  return "unknown";
+}
 // The CLI's exit code for a verdict: 0 equivalent, 1 not equivalent, 3 a run is incomplete.
 int exit_code(Verdict verdict);
 
@@ -54,11 +79,11 @@ struct Check {
                       // throughput, memory
   std::string title;  // "Loss curve", ...
   CheckStatus status = CheckStatus::kNotRecorded;
-  std::string summary;                // one sentence with the key figure
+  std::string summary;  // one sentence with the key figure
   std::vector<Figure> figures;
   std::optional<int64_t> first_failing_step;
-  std::vector<std::string> details;   // further lines, worst first
-  std::vector<TensorDelta> tensors;   // gradients / parameters checks: worst first
+  std::vector<std::string> details;  // further lines, worst first
+  std::vector<TensorDelta> tensors;  // gradients / parameters checks: worst first
 };
 
 struct Diagnosis {
@@ -96,8 +121,8 @@ struct RunSummary {
 struct StepSeries {
   std::vector<int64_t> steps;
   std::vector<double> loss_a, loss_b;
-  std::vector<double> loss_abs_diff;  // |a - b|
-  std::vector<double> loss_tolerance; // atol + rtol * |b| at that step
+  std::vector<double> loss_abs_diff;    // |a - b|
+  std::vector<double> loss_tolerance;   // atol + rtol * |b| at that step
   std::vector<double> grad_norm_ratio;  // grad_norm a / grad_norm b
   // Largest spread of replica losses within each run (max - min), 0 when not recorded.
   std::vector<double> replica_spread_a, replica_spread_b;
