@@ -65,6 +65,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -253,6 +254,31 @@ TEST(OptimAdam, StateLayoutAndCountIncrements) {
   EXPECT_EQ(run.final_state[0][1]["w"].leaf().shape(), (Shape{2, 2}));
 }
 
+// Adam on the host in double over the test's quadratic loss (gradient k[i] * p[i]): the moments
+// as both torch and optax keep them, and `step` turning (m, v, bias corrections) into the
+// parameter's decrement, so each test writes out the formula it checks.
+Trajectory host_adam(
+    double b1, double b2, size_t num_steps,
+    const std::function<double(double m, double v, double bc1, double bc2)>& step) {
+  std::vector<double> p = flatten(initial_params());
+  const std::vector<double> k = {1.0, 2.0, 0.5, 1.5, 4.0, 0.25};
+  std::vector<double> m(p.size(), 0.0);
+  std::vector<double> v(p.size(), 0.0);
+  Trajectory trajectory;
+  for (size_t t = 1; t <= num_steps; ++t) {
+    const double bc1 = 1.0 - std::pow(b1, static_cast<double>(t));
+    const double bc2 = 1.0 - std::pow(b2, static_cast<double>(t));
+    for (size_t i = 0; i < p.size(); ++i) {
+      const double g = k[i] * p[i];
+      m[i] = b1 * m[i] + (1.0 - b1) * g;
+      v[i] = b2 * v[i] + (1.0 - b2) * g * g;
+      p[i] -= step(m[i], v[i], bc1, bc2);
+    }
+    trajectory.push_back(p);
+  }
+  return trajectory;
+}
+
 TEST(OptimAdam, EqualsTorchAdamWithinRoundingForTenSteps) {
   // optax (scale_by_adam, then scale by -lr), with t the step count from 1:
   //   m_t = (1 - b1) g + b1 m_{t-1},  v_t = (1 - b2) g^2 + b2 v_{t-1}
@@ -263,29 +289,13 @@ TEST(OptimAdam, EqualsTorchAdamWithinRoundingForTenSteps) {
   //   p_t = p_{t-1} - (lr / bc1) * m_t / (sqrt(v_t) / sqrt(bc2) + eps)
   // Since sqrt(v / bc2) = sqrt(v) / sqrt(bc2), the two are the same function of (m, v, t); only
   // the rounding differs. torch's formula is computed here on the host in double.
-  const double lr = 0.05;
-  const double b1 = 0.9;
-  const double b2 = 0.99;
-  const double eps = 1e-8;
+  const double lr = 0.05, b1 = 0.9, b2 = 0.99, eps = 1e-8;
   const size_t num_steps = 10;
   OptimizerRun run = run_optimizer(optim::adam(lr, b1, b2, eps), num_steps);
-
-  std::vector<double> p = flatten(initial_params());
-  const std::vector<double> k = {1.0, 2.0, 0.5, 1.5, 4.0, 0.25};
-  std::vector<double> m(p.size(), 0.0);
-  std::vector<double> v(p.size(), 0.0);
-  Trajectory torch;
-  for (size_t t = 1; t <= num_steps; ++t) {
-    const double bc1 = 1.0 - std::pow(b1, static_cast<double>(t));
-    const double bc2 = 1.0 - std::pow(b2, static_cast<double>(t));
-    for (size_t i = 0; i < p.size(); ++i) {
-      const double g = k[i] * p[i];
-      m[i] = b1 * m[i] + (1.0 - b1) * g;
-      v[i] = b2 * v[i] + (1.0 - b2) * g * g;
-      p[i] -= (lr / bc1) * m[i] / (std::sqrt(v[i]) / std::sqrt(bc2) + eps);
-    }
-    torch.push_back(p);
-  }
+  const Trajectory torch =
+      host_adam(b1, b2, num_steps, [&](double m, double v, double bc1, double bc2) {
+        return (lr / bc1) * m / (std::sqrt(v) / std::sqrt(bc2) + eps);
+      });
   expect_trajectory_near(run.params_after_step, torch, 1e-13);
 }
 
@@ -296,23 +306,10 @@ TEST(OptimAdam, EpsRootGoesInsideTheSqrt) {
   const double lr = 0.05, b1 = 0.9, b2 = 0.99, eps = 1e-8, eps_root = 1e-2;
   const size_t num_steps = 5;
   OptimizerRun run = run_optimizer(optim::adam(lr, b1, b2, eps, eps_root), num_steps);
-
-  std::vector<double> p = flatten(initial_params());
-  const std::vector<double> k = {1.0, 2.0, 0.5, 1.5, 4.0, 0.25};
-  std::vector<double> m(p.size(), 0.0);
-  std::vector<double> v(p.size(), 0.0);
-  Trajectory expected;
-  for (size_t t = 1; t <= num_steps; ++t) {
-    const double bc1 = 1.0 - std::pow(b1, static_cast<double>(t));
-    const double bc2 = 1.0 - std::pow(b2, static_cast<double>(t));
-    for (size_t i = 0; i < p.size(); ++i) {
-      const double g = k[i] * p[i];
-      m[i] = b1 * m[i] + (1.0 - b1) * g;
-      v[i] = b2 * v[i] + (1.0 - b2) * g * g;
-      p[i] -= lr * (m[i] / bc1) / (std::sqrt(v[i] / bc2 + eps_root) + eps);
-    }
-    expected.push_back(p);
-  }
+  const Trajectory expected =
+      host_adam(b1, b2, num_steps, [&](double m, double v, double bc1, double bc2) {
+        return lr * (m / bc1) / (std::sqrt(v / bc2 + eps_root) + eps);
+      });
   expect_trajectory_near(run.params_after_step, expected, 1e-13);
   EXPECT_NE(run.params_after_step,
             run_optimizer(optim::adam(lr, b1, b2, eps), num_steps).params_after_step);
