@@ -49,12 +49,6 @@ RunInfo make_run_info(const CaseSpec& spec, int64_t processes) {
 }
 
 void check_supported(const CaseSpec& spec) {
-  if (spec.train.dtype != "f32") {
-    throw InputError(fmt::format(
-        "case {}: train.dtype = \"{}\" is not supported by ddp_ref yet (it trains in f32); "
-        "use --set train.dtype=f32",
-        spec.name, spec.train.dtype));
-  }
   if (spec.train.eps_root != 0.0) {
     throw InputError(fmt::format(
         "case {}: train.eps_root = {} has no torch.optim equivalent (torch's Adam adds eps "

@@ -5,6 +5,8 @@
 
 #include <array>
 #include <atomic>
+#include <mutex>
+#include <unordered_map>
 
 #include "parity/common/error.h"
 #include "torch_pch.h"
@@ -35,11 +37,27 @@ struct Allocation {
   int64_t slot;
 };
 
-void free_allocation(void* context) {
-  auto* allocation = static_cast<Allocation*>(context);
-  if (allocation->slot >= 0) counters[allocation->slot].live_bytes -= allocation->num_bytes;
-  delete allocation;
+// Live allocations by data pointer. The DataPtrs handed out carry the data pointer itself as
+// their context, as the default CPU allocator's do, because c10::Allocator::raw_allocate (which
+// oneDNN's bf16/f16 matmul uses) asserts exactly that and frees through raw_deleter() with the
+// pointer alone.
+std::mutex allocations_mutex;
+std::unordered_map<void*, Allocation>& allocations() {
+  static auto* live = new std::unordered_map<void*, Allocation>();  // outlives static tensors
+  return *live;
 }
+
+void free_by_pointer(void* data) {
+  if (data == nullptr) return;  // a zero-byte allocation: nothing was recorded
+  Allocation allocation;
+  {
+    std::lock_guard<std::mutex> lock(allocations_mutex);
+    auto found = allocations().find(data);
+    allocation = std::move(found->second);
+    allocations().erase(found);
+  }
+  if (allocation.slot >= 0) counters[allocation.slot].live_bytes -= allocation.num_bytes;
+}  // allocation.inner frees the memory here
 
 class CountingCpuAllocator final : public c10::Allocator {
  public:
@@ -49,11 +67,18 @@ class CountingCpuAllocator final : public c10::Allocator {
     c10::DataPtr inner = base_->allocate(num_bytes);
     void* data = inner.get();
     c10::Device device = inner.device();
+    if (data == nullptr) return {nullptr, nullptr, &free_by_pointer, device};
     int64_t slot = current_slot;
     if (slot >= 0) counters[slot].charge(static_cast<int64_t>(num_bytes));
-    auto* allocation = new Allocation{std::move(inner), static_cast<int64_t>(num_bytes), slot};
-    return {data, allocation, &free_allocation, device};
+    {
+      std::lock_guard<std::mutex> lock(allocations_mutex);
+      allocations().emplace(data,
+                            Allocation{std::move(inner), static_cast<int64_t>(num_bytes), slot});
+    }
+    return {data, data, &free_by_pointer, device};
   }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &free_by_pointer; }
 
  private:
   c10::Allocator* base_;

@@ -44,7 +44,15 @@ NamedTensors export_canonical(Mlp& model, bool grads) {
 
 }  // namespace
 
-MlpImpl::MlpImpl(const ModelSpec& spec) : activation_(spec.activation) {
+torch::ScalarType compute_dtype(const std::string& name) {
+  if (name == "f32") return torch::kFloat;
+  if (name == "bf16") return torch::kBFloat16;
+  if (name == "f16") return torch::kHalf;
+  throw InternalError("dtype '" + name + "' passed case validation");
+}
+
+MlpImpl::MlpImpl(const ModelSpec& spec, torch::ScalarType compute)
+    : activation_(spec.activation), compute_(compute) {
   for (size_t i = 0; i + 1 < spec.widths.size(); ++i) {
     layers_.push_back(register_module(fmt::format("dense{}", i),
                                       torch::nn::Linear(spec.widths[i], spec.widths[i + 1])));
@@ -54,8 +62,13 @@ MlpImpl::MlpImpl(const ModelSpec& spec) : activation_(spec.activation) {
 }
 
 torch::Tensor MlpImpl::forward(torch::Tensor x) {
+  const bool mixed = compute_ != torch::kFloat;
+  if (mixed) x = x.to(compute_);
   for (size_t i = 0; i < layers_.size(); ++i) {
-    x = layers_[i]->forward(x);
+    torch::nn::Linear& layer = layers_[i];
+    x = mixed ? torch::nn::functional::linear(x, layer->weight.to(compute_),
+                                              layer->bias.to(compute_))
+              : layer->forward(x);
     if (i + 1 == layers_.size()) break;
     if (activation_ == "tanh") {
       x = torch::tanh(x);
@@ -114,10 +127,11 @@ NamedTensors export_canonical_grads(Mlp& model) { return export_canonical(model,
 torch::Tensor compute_loss(const ModelSpec& spec, const torch::Tensor& outputs,
                            const torch::Tensor& targets) {
   if (spec.loss == "softmax_cross_entropy") {
-    return torch::nn::functional::cross_entropy(outputs, targets);
+    return torch::nn::functional::cross_entropy(outputs, targets).to(torch::kFloat);
   }
   if (spec.loss == "mse") {
-    return torch::nn::functional::mse_loss(outputs, targets);
+    return torch::nn::functional::mse_loss(outputs, targets.to(outputs.scalar_type()))
+        .to(torch::kFloat);
   }
   throw InternalError("loss '" + spec.loss + "' passed case validation");
 }

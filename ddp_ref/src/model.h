@@ -13,11 +13,20 @@
 
 namespace parity::ddp_ref {
 
+// The case's train.dtype ("f32", "bf16", "f16") as a torch dtype.
+torch::ScalarType compute_dtype(const std::string& name);
+
 class MlpImpl : public torch::nn::Module {
  public:
-  explicit MlpImpl(const ModelSpec& spec);
+  // `compute`: the dtype the forward pass runs in. Other than float32 it is mixed precision as
+  // seed 002 §3.4 writes it in JAX and the engine runs it: the f32 parameters (the master
+  // weights the optimizer updates) and the input are cast to `compute` at the start of the
+  // forward pass, every op runs in it, and compute_loss casts the loss back to f32. The casts
+  // are differentiable, so the gradients reach the f32 parameters (and DDP's hooks) in f32.
+  explicit MlpImpl(const ModelSpec& spec, torch::ScalarType compute = torch::kFloat);
 
-  // x: [B, widths[0]] -> [B, widths.back()]; the activation between layers, none at the end.
+  // x: [B, widths[0]] -> [B, widths.back()] in the compute dtype; the activation between
+  // layers, none at the end.
   torch::Tensor forward(torch::Tensor x);
 
   // Parameters in torch's registration order, with their canonical names.
@@ -26,6 +35,7 @@ class MlpImpl : public torch::nn::Module {
  private:
   std::vector<torch::nn::Linear> layers_;
   std::string activation_;
+  torch::ScalarType compute_;
   std::vector<std::string> canonical_names_;
 };
 TORCH_MODULE(Mlp);
@@ -38,7 +48,8 @@ void load_canonical_params(Mlp& model, const NamedTensors& tensors, const std::s
 NamedTensors export_canonical_params(Mlp& model);
 NamedTensors export_canonical_grads(Mlp& model);
 
-// Mean loss of the batch: softmax cross-entropy with integer labels, or mean squared error.
+// Mean loss of the batch, in f32: softmax cross-entropy with integer labels, or mean squared
+// error, computed in the outputs' dtype (regression targets cast to it) and then cast to f32.
 torch::Tensor compute_loss(const ModelSpec& spec, const torch::Tensor& outputs,
                            const torch::Tensor& targets);
 

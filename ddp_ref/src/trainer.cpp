@@ -143,7 +143,7 @@ class RankTrainer {
         spec_(*context.spec),
         rank_(context.rank),
         world_size_(context.world_size),
-        model_(spec_.model),
+        model_(spec_.model, compute_dtype(spec_.train.dtype)),
         plan_(sampler_options(), spec_.data.per_replica_batch) {}
 
   std::optional<DdpSummary> run();
