@@ -55,6 +55,13 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
   progress.phase(fmt::format("pmap_engine, {} devices", spec.parallel.replicas));
   train("pmap_engine", [&] { cases::run_pmap(spec, engine); });
 
+  // The case's own tensor band, unless the command line gave one.
+  if (!options.tensor_rtol && spec.compare.tensor_rtol > 0) {
+    options.tensor_rtol = spec.compare.tensor_rtol;
+  }
+  if (!options.tensor_atol && spec.compare.tensor_atol > 0) {
+    options.tensor_atol = spec.compare.tensor_atol;
+  }
   std::optional<RunDir> oracle_run;
   options.oracle = nullptr;
   if (oracle) {

@@ -12,7 +12,8 @@
 
 namespace parity::cli {
 
-// `options.oracle` is filled in when `oracle` is set (the caller's pointer is not used).
+// `options.oracle` is filled in when `oracle` is set (the caller's pointer is not used); the
+// case's compare.tensor_rtol/tensor_atol fill the tensor tolerances the options leave unset.
 // Progress (phase, bar or lines) goes to stderr under `progress_label`. A producer that fails
 // leaves an incomplete run directory, which the comparison reports; bad input throws.
 compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesystem::path& dir,

@@ -76,7 +76,8 @@ const std::vector<SectionSchema>& schema() {
         {"dtype", Kind::kString},
         {"record_steps", Kind::kIntegerList}}},
       {"init", {{"scheme", Kind::kString}, {"seed", Kind::kInteger}, {"scale", Kind::kFloat}}},
-      {"compare", {{"oracle", Kind::kBool}}},
+      {"compare",
+       {{"oracle", Kind::kBool}, {"tensor_rtol", Kind::kFloat}, {"tensor_atol", Kind::kFloat}}},
       {"scenario",
        {{"id", Kind::kString},
         {"title", Kind::kString},
@@ -488,6 +489,8 @@ CaseSpec read_case(CaseReader& reader) {
   reader.read("init", "seed", spec.init.seed);
   reader.read("init", "scale", spec.init.scale);
   reader.read("compare", "oracle", spec.compare.oracle);
+  reader.read("compare", "tensor_rtol", spec.compare.tensor_rtol);
+  reader.read("compare", "tensor_atol", spec.compare.tensor_atol);
   ScenarioSpec& scenario = spec.scenario;
   reader.read("scenario", "id", scenario.id);
   reader.read("scenario", "title", scenario.title);
@@ -541,6 +544,8 @@ class CaseChecker {
     non_negative("train.weight_decay", spec_.train.weight_decay);
     non_negative("train.eps_root", spec_.train.eps_root);
     non_negative("train.clip_grad_norm", spec_.train.clip_grad_norm);
+    non_negative("compare.tensor_rtol", spec_.compare.tensor_rtol);
+    non_negative("compare.tensor_atol", spec_.compare.tensor_atol);
     in_unit_interval("train.momentum", spec_.train.momentum);
     in_unit_interval("train.beta1", spec_.train.beta1);
     in_unit_interval("train.beta2", spec_.train.beta2);
@@ -906,7 +911,9 @@ std::vector<CaseSpec> list_cases() {
 
 std::string CaseSpec::to_toml() const {
   std::string text =
-      training_toml() + "\n[compare]\noracle = " + boolean(compare.oracle) + "\n";
+      training_toml() + "\n[compare]\noracle = " + boolean(compare.oracle) +
+      "\ntensor_rtol = " + format_float(compare.tensor_rtol) +
+      "\ntensor_atol = " + format_float(compare.tensor_atol) + "\n";
   if (scenario.id.empty()) return text;
   std::ostringstream out;
   out << "\n[scenario]\n"

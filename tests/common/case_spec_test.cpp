@@ -254,6 +254,13 @@ TEST(CaseSpec, CompareSectionIsRecordedButNotHashed) {
   EXPECT_EQ(with_oracle.training_toml(), base.training_toml());
   EXPECT_NE(with_oracle.to_toml(), base.to_toml());
   EXPECT_NE(with_oracle.to_toml().find("[compare]\noracle = true\n"), std::string::npos);
+  // The same for a case's own tensor band.
+  const CaseSpec banded = load_case("s8-mixed-precision");
+  EXPECT_EQ(banded.compare.tensor_atol, 0.02);
+  EXPECT_EQ(banded.compare.tensor_rtol, 0.0);
+  EXPECT_EQ(load_case("s8-mixed-precision", {"compare.tensor_atol=0"}).hash(), banded.hash());
+  EXPECT_EQ(load_error("mlp2-fmnist", {"compare.tensor_atol=-1"}),
+            "--set compare.tensor_atol=-1: compare.tensor_atol: expected a value >= 0, found -1.0");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -62,6 +62,11 @@ struct InitSpec {
 struct CompareSpec {
   // Also train the engine in float64 and measure both runs' error against it (the oracle).
   bool oracle = false;
+  // The gradient and parameter tolerances (|a - b| <= atol + rtol |b|) when the case needs a
+  // band of its own (16-bit runs under Adam); 0: the defaults for the runs' dtype. The command
+  // line's --tensor-rtol/--tensor-atol win over these.
+  double tensor_rtol = 0.0;
+  double tensor_atol = 0.0;
 };
 
 // A case that reproduces an item of the source documents (docs/pitfalls.md: S1-S11, P1-P14):
