@@ -11,6 +11,7 @@
 #include "parity/ddp_ref/ddp_ref.h"
 #include "pmap_trainer.h"
 #include "run_output.h"
+#include "scenario_programs.h"
 
 namespace parity::cli {
 namespace {
@@ -30,6 +31,7 @@ void train(const std::string& producer, const std::function<void()>& run) {
 compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesystem::path& dir,
                                        compare::CompareOptions options, bool oracle,
                                        const std::string& progress_label) {
+  cases::require_training_program(spec, spec.scenario.engine_program);
   const std::filesystem::path init = ensure_init_file(spec, "", dir);
   const int64_t steps = spec.train.steps;
   const int64_t trainings = oracle ? 3 : 2;

@@ -277,13 +277,7 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
 
 PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   const auto run_start = Clock::now();
-  if (is_error_program(options.step.program) || is_probe_program(options.step.program)) {
-    throw InputError(fmt::format(
-        "case {}: engine program {} does not train (it reproduces an error or probes an engine "
-        "behaviour of the documents); run it with parity cases run {}",
-        spec.name, options.step.program,
-        spec.scenario.id.empty() ? std::string("ID") : spec.scenario.id));
-  }
+  require_training_program(spec, options.step.program);
   const int64_t num_devices = spec.parallel.replicas;
   const pe::DeviceSet devices(static_cast<int>(num_devices));
   const bool float64 = options.step.float64;

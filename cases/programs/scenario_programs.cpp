@@ -106,6 +106,14 @@ bool is_error_program(const std::string& program) {
   return program == "axis-name-mismatch" || program == "batch-65-on-8";
 }
 
+void require_training_program(const CaseSpec& spec, const std::string& program) {
+  if (!is_error_program(program) && !is_probe_program(program)) return;
+  throw InputError(fmt::format(
+      "case {}: engine program {} does not train (it reproduces an error or probes an engine "
+      "behaviour of the documents); run it with parity cases run {}",
+      spec.name, program, spec.scenario.id.empty() ? std::string("ID") : spec.scenario.id));
+}
+
 std::optional<std::string> run_error_program(const CaseSpec& spec) {
   const std::string& program = spec.scenario.engine_program;
   if (!is_error_program(program)) {

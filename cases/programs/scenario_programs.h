@@ -77,6 +77,10 @@ struct MappedBatch {
 MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int64_t mapped,
                           int64_t per_device);
 
+// Throws InputError, naming the case and `parity cases run ID`, when `program` does not train
+// (an error or a probe program): before anything is trained with it.
+void require_training_program(const CaseSpec& spec, const std::string& program);
+
 // Probe programs: runs the probe on the case's model and data.
 struct ProbeResult {
   bool as_expected = false;  // the engine behaves as JAX does (and as the case says)

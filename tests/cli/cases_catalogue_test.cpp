@@ -115,6 +115,13 @@ TEST(CasesCatalogue, UnknownCasesAndPlainCasesAreRefusedWithTheFix) {
   EXPECT_THAT(plain.output, HasSubstr("parity run mlp2-fmnist"));
   const auto both = run_command(kParity + " cases run P2 --all");
   EXPECT_EQ(both.exit_code, 2) << both.output;
+  // An error program does not train: parity run refuses it before training anything.
+  testing::TempDir out;
+  const auto error_case = run_command(fmt::format("{} run p1-axis-name-mismatch --out {}",
+                                                  kParity, shell_quote(out.path().string())));
+  EXPECT_EQ(error_case.exit_code, 2) << error_case.output;
+  EXPECT_THAT(error_case.output, HasSubstr("run it with parity cases run P1"));
+  EXPECT_FALSE(fs::exists(out.path("p1-axis-name-mismatch/ddp")));
 }
 
 }  // namespace
