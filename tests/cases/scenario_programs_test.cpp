@@ -62,25 +62,24 @@ TEST(ScenarioPrograms, EveryNamedProgramIsImplemented) {
   }
 }
 
-// S2 (000 §4.3): psum, then a division by the device count, is pmean.
-TEST(ScenarioPrograms, PsumThenDivideIsPmeanBitForBit) {
+// One step of `program` records the same gradients, parameters and digests as the faithful
+// pmean step, bit for bit.
+void expect_same_bits_as_pmean(const std::string& program) {
   testing::TempDir dir;
   const NamedTensors pmean = step_tensors(train_one_step("pmean", dir));
-  const NamedTensors divided = step_tensors(train_one_step("psum-divide", dir));
+  const NamedTensors other = step_tensors(train_one_step(program, dir));
   for (const auto& [name, tensor] : pmean) {
-    EXPECT_TRUE(divided.at(name).bytes == tensor.bytes) << name;
+    EXPECT_TRUE(other.at(name).bytes == tensor.bytes) << program << ": " << name;
   }
 }
+
+// S2 (000 §4.3): psum, then a division by the device count, is pmean.
+TEST(ScenarioPrograms, PsumThenDivideIsPmeanBitForBit) { expect_same_bits_as_pmean("psum-divide"); }
 
 // S4 (000 §5.3): params broadcast with in_axes=None (and returned with out_axes=None) train
 // exactly what replicated params train.
 TEST(ScenarioPrograms, BroadcastParamsTrainWhatReplicatedParamsTrain) {
-  testing::TempDir dir;
-  const NamedTensors replicated = step_tensors(train_one_step("pmean", dir));
-  const NamedTensors broadcast = step_tensors(train_one_step("params-in-axes-none", dir));
-  for (const auto& [name, tensor] : replicated) {
-    EXPECT_TRUE(broadcast.at(name).bytes == tensor.bytes) << name;
-  }
+  expect_same_bits_as_pmean("params-in-axes-none");
 }
 
 // P3 (000 §5.2): grad of a psum'd loss is the device count times the local gradient (psum
