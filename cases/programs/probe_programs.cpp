@@ -4,9 +4,7 @@
 
 #include <algorithm>
 
-#include "mlp_program.h"
 #include "parity/common/error.h"
-#include "parity/common/init_params.h"
 #include "pmap_engine/device.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/pmap.h"
@@ -14,17 +12,6 @@
 
 namespace parity::cases {
 namespace {
-
-pe::TreeFunction case_loss(const CaseSpec& spec) {
-  const ModelSpec model = spec.model;
-  return [model](const std::vector<pe::Tree>& args) {
-    return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf()));
-  };
-}
-
-pe::Tree case_params(const CaseSpec& spec) {
-  return params_from_tensors(init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
-}
 
 // P7 (002 §2.1): loss = pmap(loss_fn)(params, x, y) is one loss per device.
 ProbeResult probe_device_axis(const CaseSpec& spec) {

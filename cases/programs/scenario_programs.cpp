@@ -73,6 +73,17 @@ MappedGradients mapped_gradients(const std::string& program, const pe::TreeFunct
   throw InternalError("engine program '" + program + "' passed case validation");
 }
 
+pe::TreeFunction case_loss(const CaseSpec& spec) {
+  const ModelSpec model = spec.model;
+  return [model](const std::vector<pe::Tree>& args) {
+    return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf()));
+  };
+}
+
+pe::Tree case_params(const CaseSpec& spec) {
+  return params_from_tensors(init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
+}
+
 MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int64_t mapped,
                           int64_t per_device) {
   const Dataset train = load_case_dataset(spec, "train");
@@ -119,14 +130,8 @@ std::optional<std::string> run_error_program(const CaseSpec& spec) {
   if (!is_error_program(program)) {
     throw InternalError("engine program '" + program + "' is not an error program");
   }
-  const ModelSpec model = spec.model;
-  const pe::TreeFunction loss_fn = [model](const std::vector<pe::Tree>& args) {
-    return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf()));
-  };
-  const MappedGradients gradients = mapped_gradients(program, loss_fn);
+  const MappedGradients gradients = mapped_gradients(program, case_loss(spec));
   const pe::DeviceSet devices(static_cast<int>(spec.parallel.replicas));
-  const pe::Tree params =
-      params_from_tensors(init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
 
   // One batch per device, or 65 samples for batch-65-on-8: the global batch 001 §1 feeds to
   // pmap as it is.
@@ -140,7 +145,7 @@ std::optional<std::string> run_error_program(const CaseSpec& spec) {
   options.in_axes = {std::nullopt, 0, 0};
   options.devices = devices;
   try {
-    pe::pmap(gradients.loss_and_reduced_grads(), options)({params, batch.x, batch.y});
+    pe::pmap(gradients.loss_and_reduced_grads(), options)({case_params(spec), batch.x, batch.y});
   } catch (const pe::EngineError& error) {
     return std::string(error.what());
   }

@@ -69,6 +69,11 @@ bool initialises_per_device(const std::string& program);
 bool is_error_program(const std::string& program);
 std::optional<std::string> run_error_program(const CaseSpec& spec);
 
+// The case's model loss, (params, x, y) -> the local mean loss in f32, and its initial
+// parameters (the case's seed), for the programs that run one step rather than train.
+pe::TreeFunction case_loss(const CaseSpec& spec);
+pe::Tree case_params(const CaseSpec& spec);
+
 // The case's first training samples as a mapped batch: x [mapped, per_device, D] f32 and integer
 // labels y [mapped, per_device]. Needs a classification dataset (InputError otherwise).
 struct MappedBatch {

@@ -28,8 +28,8 @@
 namespace parity::compare {
 namespace {
 
-// How close the gradient norm ratio must be to N (or 1/N), relatively, to call it a sum: the
-// engines' reductions differ by rounding (~1e-7), a real scale error by a factor of N.
+// How close a ratio A/B (gradient norms, losses) must be to N (or 1/N), relatively, to call one
+// side a sum over the N replicas: the engines differ by rounding (~1e-7), a sum by a factor N.
 constexpr double kSumRatioTolerance = 1e-3;
 
 std::optional<NormRatio> gradient_norm_ratio(const RunPair& runs, const Findings& findings) {
@@ -44,6 +44,14 @@ std::optional<NormRatio> gradient_norm_ratio(const RunPair& runs, const Findings
 
 bool near(double value, double target) {
   return std::abs(value - target) <= kSumRatioTolerance * target;
+}
+
+// "A" when the ratio A/B is the replica count, "B" when it is its inverse, else empty.
+std::string summed_run(double ratio, int64_t replicas) {
+  const auto count = static_cast<double>(replicas);
+  if (near(ratio, count)) return "A";
+  if (near(ratio, 1 / count)) return "B";
+  return "";
 }
 
 std::optional<Diagnosis> non_finite_rule(const RunPair& runs, const Findings& findings) {
@@ -67,17 +75,14 @@ std::optional<Diagnosis> summed_loss_rule(const RunPair& runs, const Findings& f
   const StepPair& first = runs.common.front();
   if (first.b->loss == 0 || !std::isfinite(first.a->loss)) return std::nullopt;
   const double ratio = first.a->loss / first.b->loss;
-  const auto replicas = static_cast<double>(findings.replicas);
-  std::string summed_run;
-  if (near(ratio, replicas)) summed_run = "A";
-  if (near(ratio, 1 / replicas)) summed_run = "B";
-  if (summed_run.empty()) return std::nullopt;
+  const std::string summed = summed_run(ratio, findings.replicas);
+  if (summed.empty()) return std::nullopt;
   return Diagnosis{
       "P3", "Loss summed over devices inside the differentiated function",
       fmt::format("at step {} the loss ratio A/B is {:.6f} with {} replicas: run {}'s loss is "
                   "the sum over devices (psum inside the loss function), and then each device's "
                   "gradient is {} times its local one, not the mean of all devices' gradients",
-                  first.step(), ratio, findings.replicas, summed_run, findings.replicas),
+                  first.step(), ratio, findings.replicas, summed, findings.replicas),
       "Differentiate the local loss and reduce afterwards: grads = jax.grad(loss_fn)(params, x, "
       "y); grads = jax.lax.pmean(grads, axis_name). psum's transpose is psum, so a psum inside "
       "grad scales every device's gradient by the device count."};
@@ -85,17 +90,14 @@ std::optional<Diagnosis> summed_loss_rule(const RunPair& runs, const Findings& f
 
 std::optional<Diagnosis> summed_gradients_rule(const RunPair& runs, const Findings& findings) {
   const std::optional<NormRatio> ratio = gradient_norm_ratio(runs, findings);
-  const auto replicas = static_cast<double>(findings.replicas);
   if (!ratio || findings.replicas < 2) return std::nullopt;
-  std::string summed_run;
-  if (near(ratio->ratio, replicas)) summed_run = "A";
-  if (near(ratio->ratio, 1 / replicas)) summed_run = "B";
-  if (summed_run.empty()) return std::nullopt;
+  const std::string summed = summed_run(ratio->ratio, findings.replicas);
+  if (summed.empty()) return std::nullopt;
   return Diagnosis{
       "P2", "Gradients summed, not averaged",
       fmt::format("the global gradient norm ratio A/B at step {} is {:.6f} ({}) with {} replicas: "
                   "run {}'s gradients are the sum over replicas, not the mean",
-                  ratio->step, ratio->ratio, ratio->source, findings.replicas, summed_run),
+                  ratio->step, ratio->ratio, ratio->source, findings.replicas, summed),
       "Average the gradients over the device axis: grads = jax.lax.pmean(grads, axis_name) (or "
       "psum, then divide by the axis size), as DDP's all-reduce averages them."};
 }
