@@ -33,6 +33,15 @@ bool diagnoses_match(const std::vector<std::string>& expected,
   return true;
 }
 
+// The engine programs that `is_kind` accepts, comma-separated, for an error message.
+std::string programs_where(bool (*is_kind)(const std::string&)) {
+  std::vector<std::string> names;
+  for (const std::string& name : engine_program_names()) {
+    if (is_kind(name)) names.push_back(name);
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
 void judge_comparison(const CaseSpec& spec, const std::filesystem::path& dir,
                       const compare::CompareOptions& options, CatalogueEntry& entry) {
   const ScenarioSpec& scenario = spec.scenario;
@@ -60,8 +69,9 @@ void judge_error(const CaseSpec& spec, CatalogueEntry& entry) {
   if (!cases::is_error_program(spec.scenario.engine_program)) {
     throw InputError(fmt::format(
         "{}: scenario.expect = \"error\" but engine program {} trains without one; name an "
-        "error program (axis-name-mismatch, batch-65-on-8)",
-        spec.source_file.string(), spec.scenario.engine_program));
+        "error program ({})",
+        spec.source_file.string(), spec.scenario.engine_program,
+        programs_where(cases::is_error_program)));
   }
   const std::optional<std::string> error = cases::run_error_program(spec);
   if (!error) {
@@ -78,9 +88,9 @@ void judge_error(const CaseSpec& spec, CatalogueEntry& entry) {
 void judge_probe(const CaseSpec& spec, CatalogueEntry& entry) {
   if (!cases::is_probe_program(spec.scenario.engine_program)) {
     throw InputError(fmt::format(
-        "{}: scenario.expect = \"probe\" but engine program {} is not a probe; name one "
-        "(probe-device-axis, probe-device-order, probe-recompilation)",
-        spec.source_file.string(), spec.scenario.engine_program));
+        "{}: scenario.expect = \"probe\" but engine program {} is not a probe; name one ({})",
+        spec.source_file.string(), spec.scenario.engine_program,
+        programs_where(cases::is_probe_program)));
   }
   const cases::ProbeResult probe = cases::run_probe_program(spec);
   entry.observed = probe.observed;

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "parity/common/error.h"
 #include "pmap_engine/device.h"
 #include "pmap_engine/ops.h"
+#include "pmap_engine/collectives.h"
 #include "pmap_engine/pmap.h"
+#include "pmap_engine/random_ops.h"
 #include "scenario_programs.h"
 
 namespace parity::cases {
@@ -34,6 +37,65 @@ ProbeResult probe_device_axis(const CaseSpec& spec) {
       "printing it shows a vector; the scalar to log is its mean, {:.6f} (equal per-device "
       "batches), or out[0] for device 0 alone",
       pe::type_to_string(losses.dtype(), losses.shape()), values.front(), mean);
+  return result;
+}
+
+// P5 (002 §2.1, §4.4): dropout keys inside a pmapped step. Each device draws the keep mask of
+// the hidden layer ([per_device, width], as flax.linen.Dropout draws it: bernoulli(key, 1 - rate))
+// three ways: one key broadcast to every device (in_axes=None, the mistake), a row of
+// random.split(key, devices) mapped over the devices, and fold_in(key, axis_index('data')).
+// Two independent masks agree at a position with probability keep^2 + (1 - keep)^2.
+ProbeResult probe_dropout_key(const CaseSpec& spec) {
+  constexpr double kRate = 0.5;  // torch.nn.Dropout's default p; flax's Dropout has none
+  const int64_t devices = spec.parallel.replicas;
+  const pe::Shape mask_shape = {spec.data.per_replica_batch, spec.model.widths.at(1)};
+  const pe::Array key = pe::random::prng_key_data(spec.init.seed);
+  const pe::TreeFunction masks = [&](const std::vector<pe::Tree>& args) {
+    const pe::Array& shared_key = args[0].leaf();
+    const pe::Array& split_key = args[1].leaf();
+    const pe::Array folded_key = pe::random::fold_in(shared_key, pe::axis_index("data"));
+    return pe::Tree::tuple({pe::Tree(pe::random::bernoulli(shared_key, 1 - kRate, mask_shape)),
+                            pe::Tree(pe::random::bernoulli(split_key, 1 - kRate, mask_shape)),
+                            pe::Tree(pe::random::bernoulli(folded_key, 1 - kRate, mask_shape))});
+  };
+  pe::PmapOptions options;
+  options.axis_name = "data";
+  options.in_axes = {std::nullopt, 0};
+  options.devices = pe::DeviceSet(static_cast<int>(devices));
+  const pe::Tree drawn =
+      pe::pmap(masks, options)({pe::Tree(key), pe::Tree(pe::random::split(key, devices))});
+
+  // The fraction of positions where two devices' masks agree, over every pair of devices.
+  const auto agreement = [devices](const pe::Array& stacked) {
+    const std::vector<double> values = stacked.to_doubles();
+    const auto per_device = static_cast<int64_t>(values.size()) / devices;
+    int64_t agree = 0, compared = 0;
+    for (int64_t a = 0; a < devices; ++a) {
+      for (int64_t b = a + 1; b < devices; ++b) {
+        for (int64_t i = 0; i < per_device; ++i) {
+          agree += values[a * per_device + i] == values[b * per_device + i] ? 1 : 0;
+        }
+        compared += per_device;
+      }
+    }
+    return static_cast<double>(agree) / static_cast<double>(compared);
+  };
+  const double shared = agreement(drawn[0].leaf());
+  const double split = agreement(drawn[1].leaf());
+  const double folded = agreement(drawn[2].leaf());
+  const double independent = (1 - kRate) * (1 - kRate) + kRate * kRate;
+  // Independent masks: the agreement's standard deviation over devices*(devices-1)/2 pairs of
+  // batch*width positions is below 0.001 for the case models; 0.01 is ten of them and more.
+  constexpr double kSampling = 0.01;
+  ProbeResult result;
+  result.as_expected = shared == 1.0 && std::abs(split - independent) < kSampling &&
+                       std::abs(folded - independent) < kSampling;
+  result.observed = fmt::format(
+      "dropout rate {} on {} devices, masks {}: one key on every device gives masks that agree "
+      "at {:.2f}% of positions (every device drops the same units); split(key, {}) {:.2f}% and "
+      "fold_in(key, axis_index) {:.2f}%, where independent masks agree at {:.2f}%",
+      kRate, devices, pe::type_to_string(pe::DType::bool_, mask_shape), 100 * shared, devices,
+      100 * split, 100 * folded, 100 * independent);
   return result;
 }
 
@@ -125,6 +187,7 @@ ProbeResult run_probe_program(const CaseSpec& spec) {
   if (program == "probe-device-axis") return probe_device_axis(spec);
   if (program == "probe-device-order") return probe_device_order(spec);
   if (program == "probe-recompilation") return probe_recompilation(spec);
+  if (program == "probe-dropout-key") return probe_dropout_key(spec);
   throw InternalError("engine program '" + program + "' is not a probe program");
 }
 

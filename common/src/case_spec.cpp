@@ -946,6 +946,7 @@ const std::vector<std::string>& engine_program_names() {
       "probe-device-axis",  // P7: the shape of a pmapped loss
       "probe-device-order", // P13: the order devices are listed in
       "probe-recompilation",  // P14: which calls retrace a jitted step
+      "probe-dropout-key",    // P5: dropout masks from one key, split keys, folded keys
   };
   return names;
 }

@@ -168,6 +168,17 @@ TEST(ScenarioPrograms, ProbesSeeWhatJaxDoes) {
                                   "static mode)"),
             std::string::npos)
       << retrace.observed;
+
+  // One key on every device draws one mask; split or folded keys draw independent masks, which
+  // agree at rate^2 + (1 - rate)^2 = 50% of positions for rate 0.5 (jax/_src/random.py
+  // bernoulli: uniform < p under each device's own key).
+  spec.scenario.engine_program = "probe-dropout-key";
+  const ProbeResult dropout = run_probe_program(spec);
+  EXPECT_TRUE(dropout.as_expected) << dropout.observed;
+  EXPECT_NE(dropout.observed.find("masks bool[16,256]: one key on every device gives masks that "
+                                  "agree at 100.00% of positions"),
+            std::string::npos)
+      << dropout.observed;
 }
 
 }  // namespace

@@ -310,7 +310,7 @@ TEST(CaseSpec, ScenarioErrorsNameTheKeyAndTheFix) {
             "psum, psum-divide, psum-loss-in-grad, params-in-axes-none, init-per-device, "
             "no-grad-reduction, update-inside-accumulation, "
             "axis-name-mismatch, batch-65-on-8, probe-device-axis, probe-device-order, "
-            "probe-recompilation, found 'psun'; did you mean 'psum'?");
+            "probe-recompilation, probe-dropout-key, found 'psun'; did you mean 'psum'?");
   EXPECT_EQ(load_error("p2-psum-not-pmean", {"scenario.quick=[1]"}),
             "--set scenario.quick=[1]: scenario.quick[0]: expected a string, found an integer");
 }
