@@ -37,21 +37,32 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
   const int64_t trainings = oracle ? 3 : 2;
   Progress progress(progress_label, trainings * steps + 1);
 
-  ddp_ref::DdpOptions ddp;
-  ddp.init_file = init;
-  ddp.out_dir = dir / "ddp";
-  ddp.overwrite = true;  // the job owns DIR: a rerun replaces its previous results
-  ddp.quiet = true;
-  ddp.on_step = [&](int64_t done) { progress.update(done); };
-  progress.phase(fmt::format("ddp_ref, {} ranks", spec.parallel.replicas));
-  train("ddp_ref", [&] { ddp_ref::run_threads(spec, ddp); });
-
   cases::PmapRunOptions engine;
   engine.init_file = init;
   engine.out_dir = dir / "pmap";
-  engine.overwrite = true;
+  engine.overwrite = true;  // the job owns DIR: a rerun replaces its previous results
   engine.quiet = true;
   engine.step.program = spec.scenario.engine_program;
+
+  std::filesystem::path reference_dir;
+  if (spec.scenario.reference == "engine") {
+    cases::PmapRunOptions reference = engine;
+    reference.out_dir = reference_dir = dir / "reference";
+    reference.step.program = "pmean";
+    reference.on_step = [&](int64_t done) { progress.update(done); };
+    progress.phase(fmt::format("pmap_engine (pmean), {} devices", spec.parallel.replicas));
+    train("pmap_engine (pmean)", [&] { cases::run_pmap(spec, reference); });
+  } else {
+    ddp_ref::DdpOptions ddp;
+    ddp.init_file = init;
+    ddp.out_dir = reference_dir = dir / "ddp";
+    ddp.overwrite = true;
+    ddp.quiet = true;
+    ddp.on_step = [&](int64_t done) { progress.update(done); };
+    progress.phase(fmt::format("ddp_ref, {} ranks", spec.parallel.replicas));
+    train("ddp_ref", [&] { ddp_ref::run_threads(spec, ddp); });
+  }
+
   engine.on_step = [&](int64_t done) { progress.update(steps + done); };
   progress.update(steps);
   progress.phase(fmt::format("pmap_engine, {} devices", spec.parallel.replicas));
@@ -84,7 +95,7 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
   progress.update(trainings * steps);
   progress.phase("compare");
   compare::ComparisonResult result =
-      compare::compare_run_dirs(engine.out_dir, ddp.out_dir, options);
+      compare::compare_run_dirs(engine.out_dir, reference_dir, options);
   progress.update(trainings * steps + 1);
   progress.finish();
   return result;

@@ -85,7 +85,7 @@ pe::DType compute_dtype(const std::string& name) {
 }
 
 pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Array& x,
-                   const pe::Array& y, pe::DType dtype) {
+                   const pe::Array& y, pe::DType dtype, bool cast_loss) {
   // Mixed precision as seed 002 §3.4 writes it: the master weights stay f32 (they are what
   // the optimizer updates); the forward pass and the loss run in the compute dtype, and the
   // loss is cast to f32 at the end, so the gradients arrive in f32 through the casts.
@@ -96,7 +96,7 @@ pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Arr
   pe::Array loss = model.loss == "softmax_cross_entropy"
                        ? pe::mean(pe::softmax_cross_entropy_with_integer_labels(outputs, y))
                        : pe::mse(outputs, mixed ? pe::astype(y, dtype) : y);
-  return mixed ? pe::astype(loss, master) : loss;
+  return mixed && cast_loss ? pe::astype(loss, master) : loss;
 }
 
 pe::optim::GradientTransformation make_optimizer(const TrainSpec& train) {

@@ -32,11 +32,12 @@ pe::Array mlp_forward(const ModelSpec& model, const pe::Tree& params, const pe::
 // The case's train.dtype ("f32", "bf16", "f16") as an engine dtype.
 pe::DType compute_dtype(const std::string& name);
 
-// Mean loss over the batch, in the params' dtype (the master weights': f32, or f64 for the
-// oracle); y: i32 labels [B] or float targets [B, T]. With a `dtype` other than the master
-// weights' the forward pass runs in it from them (mixed precision).
+// Mean loss over the batch; y: i32 labels [B] or float targets [B, T]. With a `dtype` other
+// than the master weights' (f32, or f64 for the oracle) the forward pass runs in it from them
+// (mixed precision), and the loss is cast back to the master dtype unless `cast_loss` is false
+// (002 §3.4's loss_fn_mixed without its last line: the loss stays in `dtype`).
 pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Array& x,
-                   const pe::Array& y, pe::DType dtype = pe::DType::f32);
+                   const pe::Array& y, pe::DType dtype = pe::DType::f32, bool cast_loss = true);
 
 // The case's optimizer with optax semantics (the torch.optim equivalents ddp_ref uses).
 pe::optim::GradientTransformation make_optimizer(const TrainSpec& train);

@@ -209,8 +209,9 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
   const ModelSpec model = spec.model;
   const pe::DType dtype = step_options.float64 ? pe::DType::f64 : compute_dtype(spec.train.dtype);
   const pe::optim::GradientTransformation optimizer = make_optimizer(spec.train);
-  pe::TreeFunction loss_fn = [model, dtype](const std::vector<pe::Tree>& args) {
-    return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype));
+  const bool cast_loss = !keeps_loss_in_compute_dtype(step_options.program);
+  pe::TreeFunction loss_fn = [model, dtype, cast_loss](const std::vector<pe::Tree>& args) {
+    return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype, cast_loss));
   };
   const MappedGradients gradients = mapped_gradients(step_options.program, loss_fn);
   const int64_t micro_batches = spec.train.grad_accum_steps;

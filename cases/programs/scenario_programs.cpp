@@ -34,7 +34,8 @@ pe::TreeFunction MappedGradients::loss_and_reduced_grads() const {
 
 MappedGradients mapped_gradients(const std::string& program, const pe::TreeFunction& loss_fn) {
   if (program == "pmean" || program == "init-per-device" || program == "params-in-axes-none" ||
-      program == "update-inside-accumulation" || program == "batch-65-on-8") {
+      program == "update-inside-accumulation" || program == "batch-65-on-8" ||
+      program == "loss-without-cast") {
     // 002 §2.1: grads = lax.pmean(grads, axis_name='data').
     return reduced_after_grad(kAxis, loss_fn,
                               [](const pe::Tree& grads) { return pe::pmean(grads, kAxis); });
@@ -112,6 +113,10 @@ bool updates_per_micro_batch(const std::string& program) {
 bool broadcasts_params(const std::string& program) { return program == "params-in-axes-none"; }
 
 bool initialises_per_device(const std::string& program) { return program == "init-per-device"; }
+
+bool keeps_loss_in_compute_dtype(const std::string& program) {
+  return program == "loss-without-cast";
+}
 
 bool is_error_program(const std::string& program) {
   return program == "axis-name-mismatch" || program == "batch-65-on-8";

@@ -20,6 +20,9 @@
 //   update-inside-accumulation  with train.grad_accum_steps = k: each micro-batch's
 //                       gradient pmean'd and applied at once, k updates a step, where 002 §3.3
 //                       accumulates first and updates once                        (P9, 002 §3.3)
+//   loss-without-cast   the pmean step on 002 §3.4's loss_fn_mixed without its last line,
+//                       loss = loss.astype(jnp.float32): with train.dtype f16 or bf16 the loss
+//                       stays in that dtype                                       (P10, 002 §3.4)
 //   axis-name-mismatch  @pmap(axis_name='batch') ... lax.psum(grads, axis_name='devices')
 //                                                                                 (P1, 000 §5.1)
 //   batch-65-on-8       the pmean step fed a leading axis of 65 on 8 devices      (P6, 001 §1)
@@ -63,6 +66,8 @@ bool updates_per_micro_batch(const std::string& program);
 bool broadcasts_params(const std::string& program);
 // Whether the program initialises each device's parameters separately (P4).
 bool initialises_per_device(const std::string& program);
+// Whether the program leaves a mixed-precision loss in the compute dtype (P10).
+bool keeps_loss_in_compute_dtype(const std::string& program);
 
 // Error programs (P1, P6) fail before training: runs one step of the case the way the program
 // does and returns the engine's error message, or nullopt when the step ran without one.

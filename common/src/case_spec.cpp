@@ -89,6 +89,7 @@ const std::vector<SectionSchema>& schema() {
         {"expect_error", Kind::kString},
         {"missing", Kind::kString},
         {"engine_program", Kind::kString},
+        {"reference", Kind::kString},
         {"quick", Kind::kStringList}}},
   };
   return sections;
@@ -502,6 +503,7 @@ CaseSpec read_case(CaseReader& reader) {
   reader.read("scenario", "expect_error", scenario.expect_error);
   reader.read("scenario", "missing", scenario.missing);
   reader.read("scenario", "engine_program", scenario.engine_program);
+  reader.read("scenario", "reference", scenario.reference);
   reader.read("scenario", "quick", scenario.quick);
   return spec;
 }
@@ -661,6 +663,7 @@ class CaseChecker {
     }
     one_of("scenario.expect", scenario.expect, kExpectations);
     one_of("scenario.engine_program", scenario.engine_program, engine_program_names());
+    one_of("scenario.reference", scenario.reference, {"ddp_ref", "engine"});
     if (scenario.expect == "error" && scenario.expect_error.empty()) {
       fail_at(reader_.origin("scenario.expect"),
               "scenario.expect = \"error\" needs scenario.expect_error, a part of the error "
@@ -927,6 +930,7 @@ std::string CaseSpec::to_toml() const {
       << "expect_error = " << quote(scenario.expect_error) << "\n"
       << "missing = " << quote(scenario.missing) << "\n"
       << "engine_program = " << quote(scenario.engine_program) << "\n"
+      << "reference = " << quote(scenario.reference) << "\n"
       << "quick = " << string_list(scenario.quick) << "\n";
   return text + out.str();
 }
@@ -941,6 +945,7 @@ const std::vector<std::string>& engine_program_names() {
       "init-per-device",    // P4: each device initialises from fold_in(key, device)
       "no-grad-reduction",  // P11: each device applies its own local gradients
       "update-inside-accumulation",  // P9: an optimizer update after every micro-batch
+      "loss-without-cast",  // P10: a mixed-precision loss left in f16/bf16
       "axis-name-mismatch", // P1: pmap(axis_name='batch') with psum(axis_name='devices')
       "batch-65-on-8",      // P6: a global batch of 65 mapped over 8 devices
       "probe-device-axis",  // P7: the shape of a pmapped loss

@@ -55,6 +55,18 @@ void check_supported(const CaseSpec& spec) {
         "outside the sqrt only); ddp_ref trains eps_root = 0: use --set train.eps_root=0",
         spec.name, spec.train.eps_root));
   }
+  // Not every LibTorch has every dtype's CPU kernels (1.13 has no f16 matmul): ask one small
+  // matmul before any rank starts, rather than fail every rank at its first forward pass.
+  const torch::ScalarType dtype = compute_dtype(spec.train.dtype);
+  try {
+    torch::mm(torch::ones({2, 2}, dtype), torch::ones({2, 2}, dtype));
+  } catch (const c10::Error& error) {
+    throw InputError(fmt::format(
+        "case {}: train.dtype = \"{}\": this LibTorch ({}) cannot multiply {} matrices on the "
+        "CPU ({}), so ddp_ref cannot train it here; use --set train.dtype=bf16 (or f32)",
+        spec.name, spec.train.dtype, TORCH_VERSION, spec.train.dtype,
+        error.what_without_backtrace()));
+  }
 }
 
 // A rank's failure as its thread saw it.
@@ -176,6 +188,9 @@ std::optional<DdpSummary> run_rank_threads(const CaseSpec& spec, const DdpOption
         auto result = train_rank(context);
         std::lock_guard<std::mutex> lock(mutex);
         if (result) summary = std::move(result);
+      } catch (const c10::Error& error) {  // its what() carries a C++ backtrace
+        std::lock_guard<std::mutex> lock(mutex);
+        failures.push_back({rank, error.what_without_backtrace(), false});
       } catch (const std::exception& error) {
         bool peer = dynamic_cast<const PeerFailure*>(&error) != nullptr;
         std::lock_guard<std::mutex> lock(mutex);

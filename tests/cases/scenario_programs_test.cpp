@@ -22,21 +22,25 @@ namespace {
 
 constexpr int64_t kDevices = 8;
 
-CaseSpec one_step_case() {
-  return load_case("mlp2-fmnist",
-                   {"train.steps=1", "train.record_steps=[0]", "data.per_replica_batch=16"});
+// mlp2-fmnist, one step, 16 samples a device; `overrides` are --set lines on top.
+CaseSpec one_step_case(const std::vector<std::string>& overrides = {}) {
+  std::vector<std::string> sets = {"train.steps=1", "train.record_steps=[0]",
+                                   "data.per_replica_batch=16"};
+  sets.insert(sets.end(), overrides.begin(), overrides.end());
+  return load_case("mlp2-fmnist", sets);
 }
 
 // Trains one step with `program` and returns the run directory.
-RunDir train_one_step(const std::string& program, const testing::TempDir& dir) {
-  const CaseSpec spec = one_step_case();
+RunDir train_one_step(const std::string& program, const testing::TempDir& dir,
+                      const std::vector<std::string>& overrides = {}) {
+  const CaseSpec spec = one_step_case(overrides);
   const std::filesystem::path init = dir.path("init.safetensors");
   if (!std::filesystem::exists(init)) {
     write_safetensors(init, init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
   }
   PmapRunOptions options;
   options.init_file = init;
-  options.out_dir = dir.path(program);
+  options.out_dir = dir.path(program + (overrides.empty() ? "" : "-overridden"));
   options.quiet = true;
   options.step.program = program;
   run_pmap(spec, options);
@@ -62,12 +66,16 @@ TEST(ScenarioPrograms, EveryNamedProgramIsImplemented) {
   }
 }
 
-// One step of `program` records the same gradients, parameters and digests as the faithful
-// pmean step, bit for bit.
-void expect_same_bits_as_pmean(const std::string& program) {
+// One step of `program` records the same loss, gradients, parameters and digests as the
+// faithful pmean step, bit for bit.
+void expect_same_bits_as_pmean(const std::string& program,
+                               const std::vector<std::string>& overrides = {}) {
   testing::TempDir dir;
-  const NamedTensors pmean = step_tensors(train_one_step("pmean", dir));
-  const NamedTensors other = step_tensors(train_one_step(program, dir));
+  const RunDir pmean_run = train_one_step("pmean", dir, overrides);
+  const RunDir other_run = train_one_step(program, dir, overrides);
+  EXPECT_EQ(other_run.steps.at(0).loss, pmean_run.steps.at(0).loss) << program;
+  const NamedTensors pmean = step_tensors(pmean_run);
+  const NamedTensors other = step_tensors(other_run);
   for (const auto& [name, tensor] : pmean) {
     EXPECT_TRUE(other.at(name).bytes == tensor.bytes) << program << ": " << name;
   }
@@ -75,6 +83,14 @@ void expect_same_bits_as_pmean(const std::string& program) {
 
 // S2 (000 §4.3): psum, then a division by the device count, is pmean.
 TEST(ScenarioPrograms, PsumThenDivideIsPmeanBitForBit) { expect_same_bits_as_pmean("psum-divide"); }
+
+// P10 (002 §3.4): leaving the f16 loss uncast changes nothing. The cast of the finished f16
+// loss to f32 is exact, and in reverse mode its transpose casts the f32 cotangent 1.0 back to
+// f16 1.0 (jax/_src/lax/lax.py, _convert_element_type_transpose_rule: a convert back), which is
+// the seed the uncast loss starts from.
+TEST(ScenarioPrograms, AnF16LossWithoutTheCastTrainsTheSameBitsAsWithIt) {
+  expect_same_bits_as_pmean("loss-without-cast", {"train.dtype=f16"});
+}
 
 // S4 (000 §5.3): params broadcast with in_axes=None (and returned with out_axes=None) train
 // exactly what replicated params train.

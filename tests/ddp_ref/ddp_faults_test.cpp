@@ -12,6 +12,7 @@ namespace parity {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kParity = PARITY_EXECUTABLE;
 const std::string kCaseArgs =
@@ -105,6 +106,21 @@ TEST(DdpFaults, InitFileForAnotherModelIsRefusedBeforeTraining) {
   EXPECT_THAT(result.output,
               HasSubstr("tensor 'dense0.kernel' is F32 (784, 128) but the case's model needs "
                         "F32 (784, 256)"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "run" / "run.json"));
+}
+
+// Debian 12's LibTorch 1.13 has no f16 addmm on the CPU ("addmm_impl_cpu_" not implemented
+// for 'Half', raised by at::native's addmm at the first forward pass). ddp_ref asks one matmul
+// up front and refuses the case before any rank starts or anything is written. A LibTorch with
+// the kernel would train instead, and this test would say so.
+TEST(DdpFaults, F16IsRefusedBeforeTrainingWhereLibTorchCannotMultiplyIt) {
+  auto dir = testing::fresh_directory("fault-f16");
+  auto result = run_ddp(dir / "run", "--set train.dtype=f16");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("train.dtype = \"f16\": this LibTorch (1.13"));
+  EXPECT_THAT(result.output, HasSubstr("not implemented for 'Half'"));
+  EXPECT_THAT(result.output, HasSubstr("use --set train.dtype=bf16"));
+  EXPECT_THAT(result.output, Not(HasSubstr("frame #")));  // no C++ backtrace
   EXPECT_FALSE(std::filesystem::exists(dir / "run" / "run.json"));
 }
 

@@ -88,6 +88,9 @@ struct ScenarioSpec {
   // The engine-side step, written as the document's snippet does it (cases/programs/
   // scenario_programs.h lists them); "pmean" is the faithful data-parallel step.
   std::string engine_program = "pmean";
+  // Run B, the reference: "ddp_ref", or "engine" (the engine's faithful pmean step, for a case
+  // ddp_ref cannot train here, such as f16 on a LibTorch without CPU f16 matmul).
+  std::string reference = "ddp_ref";
   // Overrides that make the quick variant (the test suite's), e.g. ["train.steps=10"].
   std::vector<std::string> quick;
 };
