@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "parity/common/error.h"
+#include "pmap_engine/collectives.h"
 #include "pmap_engine/device.h"
 #include "pmap_engine/ops.h"
-#include "pmap_engine/collectives.h"
 #include "pmap_engine/pmap.h"
 #include "pmap_engine/random_ops.h"
 #include "scenario_programs.h"
@@ -142,14 +142,8 @@ ProbeResult probe_recompilation(const CaseSpec& spec) {
       },
       options);
   const int64_t batch = spec.data.per_replica_batch;
-  const MappedBatch full = first_samples(spec, "probe-recompilation", 1, batch);
-  const MappedBatch half = first_samples(spec, "probe-recompilation", 1, batch / 2);
-  const auto squeeze = [](const MappedBatch& mapped) {
-    return std::pair{pe::reshape(mapped.x, {mapped.x.shape()[1], mapped.x.shape()[2]}),
-                     pe::reshape(mapped.y, {mapped.y.shape()[1]})};
-  };
-  const auto [x, y] = squeeze(full);
-  const auto [x_half, y_half] = squeeze(half);
+  const auto [x, y] = global_samples(spec, "probe-recompilation", batch);
+  const auto [x_half, y_half] = global_samples(spec, "probe-recompilation", batch / 2);
   const pe::Tree params = case_params(spec);
   const auto scalar = [](double value) { return pe::Tree(pe::full({}, value, pe::DType::f32)); };
   struct Call {

@@ -85,8 +85,7 @@ pe::Tree case_params(const CaseSpec& spec) {
   return params_from_tensors(init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
 }
 
-MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int64_t mapped,
-                          int64_t per_device) {
+GlobalBatch global_samples(const CaseSpec& spec, const std::string& program, int64_t count) {
   const Dataset train = load_case_dataset(spec, "train");
   if (train.labels.empty()) {
     throw InputError(
@@ -94,7 +93,6 @@ MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int6
                     "(fashion-mnist), found {}",
                     spec.name, program, spec.data.dataset));
   }
-  const int64_t count = mapped * per_device;
   if (count > train.num_samples) {
     throw InputError(fmt::format("case {}: engine program {} needs {} samples, the dataset has {}",
                                  spec.name, program, count, train.num_samples));
@@ -102,8 +100,15 @@ MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int6
   const std::vector<float> features(train.features.begin(),
                                     train.features.begin() + count * train.feature_dim);
   const std::vector<int32_t> labels(train.labels.begin(), train.labels.begin() + count);
-  return {pe::Array::from_floats({mapped, per_device, train.feature_dim}, features),
-          pe::Array::from_ints({mapped, per_device}, labels)};
+  return {pe::Array::from_floats({count, train.feature_dim}, features),
+          pe::Array::from_ints({count}, labels)};
+}
+
+MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int64_t mapped,
+                          int64_t per_device) {
+  const GlobalBatch batch = global_samples(spec, program, mapped * per_device);
+  return {pe::reshape(batch.x, {mapped, per_device, batch.x.shape()[1]}),
+          pe::reshape(batch.y, {mapped, per_device})};
 }
 
 bool updates_per_micro_batch(const std::string& program) {
@@ -119,7 +124,8 @@ bool keeps_loss_in_compute_dtype(const std::string& program) {
 }
 
 bool is_error_program(const std::string& program) {
-  return program == "axis-name-mismatch" || program == "batch-65-on-8";
+  return program == "axis-name-mismatch" || program == "batch-65-on-8" ||
+         program == "jit-named-sharding" || program == "jit-params-sharded";
 }
 
 void require_training_program(const CaseSpec& spec, const std::string& program) {
@@ -135,6 +141,7 @@ std::optional<std::string> run_error_program(const CaseSpec& spec) {
   if (!is_error_program(program)) {
     throw InternalError("engine program '" + program + "' is not an error program");
   }
+  if (program.rfind("jit-", 0) == 0) return run_sharded_jit_program(spec);
   const MappedGradients gradients = mapped_gradients(program, case_loss(spec));
   const pe::DeviceSet devices(static_cast<int>(spec.parallel.replicas));
 

@@ -26,6 +26,10 @@
 //   axis-name-mismatch  @pmap(axis_name='batch') ... lax.psum(grads, axis_name='devices')
 //                                                                                 (P1, 000 §5.1)
 //   batch-65-on-8       the pmean step fed a leading axis of 65 on 8 devices      (P6, 001 §1)
+//   jit-named-sharding  p_train_step_jit with in_shardings=(data_sharding, data_sharding)
+//                       for its four arguments, as written                        (S5, 002 §2.2)
+//   jit-params-sharded  the same with all four arguments P('data'): params and optimizer
+//                       state sharded on axis 0 like the data                    (P12, 002 §2.2)
 //
 // Probes look at one engine behaviour a document describes, rather than train:
 //   probe-device-axis   the shape of loss = pmap(loss_fn)(...) and how to read it (P7)
@@ -69,18 +73,25 @@ bool initialises_per_device(const std::string& program);
 // Whether the program leaves a mixed-precision loss in the compute dtype (P10).
 bool keeps_loss_in_compute_dtype(const std::string& program);
 
-// Error programs (P1, P6) fail before training: runs one step of the case the way the program
-// does and returns the engine's error message, or nullopt when the step ran without one.
+// Error programs (P1, P6, S5, P12) fail before training: runs one step of the case the way the
+// program does and returns the engine's error message, or nullopt when the step ran without one.
 bool is_error_program(const std::string& program);
 std::optional<std::string> run_error_program(const CaseSpec& spec);
+// The jit-* error programs (sharded_jit_programs.cpp).
+std::optional<std::string> run_sharded_jit_program(const CaseSpec& spec);
 
 // The case's model loss, (params, x, y) -> the local mean loss in f32, and its initial
 // parameters (the case's seed), for the programs that run one step rather than train.
 pe::TreeFunction case_loss(const CaseSpec& spec);
 pe::Tree case_params(const CaseSpec& spec);
 
-// The case's first training samples as a mapped batch: x [mapped, per_device, D] f32 and integer
-// labels y [mapped, per_device]. Needs a classification dataset (InputError otherwise).
+// The case's first `count` training samples: x [count, D] f32 and integer labels y [count].
+// Needs a classification dataset with that many samples (InputError otherwise).
+struct GlobalBatch {
+  pe::Array x, y;
+};
+GlobalBatch global_samples(const CaseSpec& spec, const std::string& program, int64_t count);
+// The same as a mapped batch: x [mapped, per_device, D], y [mapped, per_device].
 struct MappedBatch {
   pe::Array x, y;
 };

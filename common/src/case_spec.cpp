@@ -948,6 +948,8 @@ const std::vector<std::string>& engine_program_names() {
       "loss-without-cast",  // P10: a mixed-precision loss left in f16/bf16
       "axis-name-mismatch", // P1: pmap(axis_name='batch') with psum(axis_name='devices')
       "batch-65-on-8",      // P6: a global batch of 65 mapped over 8 devices
+      "jit-named-sharding", // S5: 002 §2.2's jitted step with two in_shardings for four args
+      "jit-params-sharded", // P12: the same with params and optimizer state P('data')
       "probe-device-axis",  // P7: the shape of a pmapped loss
       "probe-device-order", // P13: the order devices are listed in
       "probe-recompilation",  // P14: which calls retrace a jitted step

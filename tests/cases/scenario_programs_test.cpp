@@ -157,6 +157,24 @@ TEST(ScenarioPrograms, ErrorProgramsRaiseJaxsErrors) {
             std::string::npos)
       << *too_many;
 
+  // 002 §2.2's jitted step: two in_shardings for four arguments (api_util.py's wording), and
+  // with four P('data') shardings the first leaf that cannot split 8 ways, the (10,) bias
+  // (pjit.py pjit_check_aval_sharding; dict leaves flatten in key order, dense1.bias first).
+  spec.scenario.engine_program = "jit-named-sharding";
+  const std::optional<std::string> short_tuple = run_error_program(spec);
+  ASSERT_TRUE(short_tuple.has_value());
+  EXPECT_NE(short_tuple->find("got a tuple or list of length 2 for an args tuple of length 4"),
+            std::string::npos)
+      << *short_tuple;
+  spec.scenario.engine_program = "jit-params-sharded";
+  const std::optional<std::string> indivisible = run_error_program(spec);
+  ASSERT_TRUE(indivisible.has_value());
+  EXPECT_NE(indivisible->find("pytree key path args[0].dense1.bias was given the sharding of "
+                              "NamedSharding(mesh=Mesh('data': 8), spec=PartitionSpec('data',)) "
+                              "implies that array axis 0 is partitioned 8 times"),
+            std::string::npos)
+      << *indivisible;
+
   // A training program is refused by the trainer's error path, and not an error program here.
   spec.scenario.engine_program = "pmean";
   EXPECT_THROW(run_error_program(spec), InternalError);

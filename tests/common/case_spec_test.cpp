@@ -309,7 +309,8 @@ TEST(CaseSpec, ScenarioErrorsNameTheKeyAndTheFix) {
             "--set scenario.engine_program=psun: scenario.engine_program: expected one of pmean, "
             "psum, psum-divide, psum-loss-in-grad, params-in-axes-none, init-per-device, "
             "no-grad-reduction, update-inside-accumulation, loss-without-cast, "
-            "axis-name-mismatch, batch-65-on-8, probe-device-axis, probe-device-order, "
+            "axis-name-mismatch, batch-65-on-8, jit-named-sharding, jit-params-sharded, "
+            "probe-device-axis, probe-device-order, "
             "probe-recompilation, probe-dropout-key, found 'psun'; did you mean 'psum'?");
   EXPECT_EQ(load_error("p2-psum-not-pmean", {"scenario.quick=[1]"}),
             "--set scenario.quick=[1]: scenario.quick[0]: expected a string, found an integer");

@@ -4,11 +4,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "pmap_engine/sharding.h"
 #include "pmap_engine/tree.h"
 
 namespace pmap_engine {
@@ -22,6 +24,11 @@ struct JitOptions {
   std::set<size_t> static_argnums;
   // Arguments the caller gives up: their buffers may be updated in place (donate_argnums).
   std::set<size_t> donate_argnums;
+  // in_shardings: a tuple with one sharding per non-static positional argument, applying to
+  // each of its leaves. Every call checks them before tracing, with JAX's errors (a tuple of
+  // another length; a leaf of too low a rank or a dimension that does not divide); values are
+  // those of the unsharded function (see sharding.h). Unset: no placement requested.
+  std::optional<std::vector<NamedSharding>> in_shardings;
 };
 
 struct CacheStats {

@@ -39,6 +39,38 @@ struct Jitted::State {
 
   bool is_static(size_t argnum) const { return options.static_argnums.count(argnum) > 0; }
 
+  // jax/_src/pjit.py _process_in_axis_resources: flatten_axis_resources (api_util.py) refuses
+  // a tuple that is not as long as the arguments, then pjit_check_aval_sharding checks every
+  // leaf, in flatten order.
+  void check_in_shardings(const std::vector<Tree>& args) const {
+    const std::vector<NamedSharding>& shardings = *options.in_shardings;
+    std::vector<size_t> dynamic;
+    for (size_t a = 0; a < args.size(); ++a) {
+      if (!is_static(a)) dynamic.push_back(a);
+    }
+    if (shardings.size() != dynamic.size()) {
+      throw EngineError(
+          "pjit in_shardings specification must be a tree prefix of the positional arguments "
+          "tuple. In particular, pjit in_shardings must either be a Sharding, a PartitionSpec, "
+          "or a tuple of length equal to the number of positional arguments. But pjit "
+          "in_shardings is the wrong length: got a tuple or list of length " +
+          std::to_string(shardings.size()) + " for an args tuple of length " +
+          std::to_string(dynamic.size()) + ".");
+    }
+    for (size_t i = 0; i < dynamic.size(); ++i) {
+      const Tree& arg = args[dynamic[i]];
+      const std::vector<Array> leaves = arg.leaves();
+      const std::vector<std::string> paths = arg.leaf_paths();
+      for (size_t l = 0; l < leaves.size(); ++l) {
+        // args[0].dense0.bias, args[1][0].count, args[2]
+        const std::string& inner = paths[l];
+        const std::string path = "args[" + std::to_string(dynamic[i]) + "]" +
+                                 (inner.empty() || inner[0] == '[' ? inner : "." + inner);
+        shardings[i].check_leaf(leaves[l].shape(), "pjit arguments with pytree key path " + path);
+      }
+    }
+  }
+
   runtime::TracedFunction trace(const std::vector<Tree>& args) const {
     return runtime::trace_function(
         function, args, options.static_argnums,
@@ -58,6 +90,7 @@ Jitted::~Jitted() = default;
 Tree Jitted::operator()(const std::vector<Tree>& args) const {
   State& state = *state_;
   // Op by op under disable_jit, and inline inside another trace (its program includes ours).
+  if (state.options.in_shardings) state.check_in_shardings(args);
   if (jit_disabled() || ir::TraceContext::current() != nullptr) return state.function(args);
 
   const runtime::TracedFunction* compiled =
