@@ -345,6 +345,7 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
     metrics.lr = spec.train.lr;
     metrics.step_seconds = step_seconds.back();
     metrics.samples_digest = digest_sample_ids(batch.global_sample_ids);
+    metrics.samples_set_digest = digest_sample_set(batch.global_sample_ids);
     writer.append_step(metrics);
     if (std::find(record.begin(), record.end(), s) != record.end()) {
       NamedTensors tensors;

@@ -4,6 +4,7 @@
 // unsigned arithmetic gives us for free.
 #include "parity/common/digest.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace parity {
@@ -37,6 +38,11 @@ std::string digest_sample_ids(const std::vector<int64_t>& ids) {
     digest.update(bytes, sizeof bytes);
   }
   return digest.hex();
+}
+
+std::string digest_sample_set(std::vector<int64_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  return digest_sample_ids(ids);
 }
 
 uint64_t digest_named_tensors(const NamedTensors& tensors) {

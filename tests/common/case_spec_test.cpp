@@ -47,6 +47,9 @@ TEST(Digest, SampleIdsAreLittleEndianInt64) {
   EXPECT_EQ(digest_sample_ids({7}), "4bd7a317074c5b62");
   EXPECT_EQ(digest_sample_ids({}), "cbf29ce484222325");
   EXPECT_NE(digest_sample_ids({1, 2}), digest_sample_ids({2, 1}));
+  // The set digest is the ordered digest of the sorted ids.
+  EXPECT_EQ(digest_sample_set({2, 1}), digest_sample_ids({1, 2}));
+  EXPECT_EQ(digest_sample_set({2, 1, 7}), digest_sample_set({7, 1, 2}));
 }
 
 // ---------------------------------------------------------------------------------------------

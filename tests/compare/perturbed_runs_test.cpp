@@ -74,8 +74,10 @@ TEST_F(CompareRunsPerturbed, ReplicaStartingDifferentIsP4) {
 
 TEST_F(CompareRunsPerturbed, OtherSamplesAtStepThreeIsS6) {
   const auto run = copy();
-  testing::edit_metrics(
-      run, 3, [](nlohmann::json& metrics) { metrics["samples_digest"] = "0123456789abcdef"; });
+  testing::edit_metrics(run, 3, [](nlohmann::json& metrics) {
+    metrics["samples_digest"] = "0123456789abcdef";
+    metrics["samples_set_digest"] = "fedcba9876543210";  // another set, not only another order
+  });
   const ComparisonResult result = compare_with_ddp(run);
   const Check& data = find_check(result, "data");
   EXPECT_EQ(data.status, CheckStatus::kFail);
@@ -85,6 +87,24 @@ TEST_F(CompareRunsPerturbed, OtherSamplesAtStepThreeIsS6) {
   ASSERT_FALSE(result.diagnoses.empty());
   EXPECT_EQ(result.diagnoses.front().pitfall, "S6");
   EXPECT_THAT(result.diagnoses.front().evidence, HasSubstr("differ from step 3"));
+}
+
+TEST_F(CompareRunsPerturbed, TheSameSamplesInAnotherAssignmentPassAndAreNamed) {
+  // From step 4 the run holds each global batch in another rank-major order (as a restore on
+  // another device count does), with the same set of samples.
+  const auto run = copy();
+  for (int64_t step = 4; step < 10; ++step) {
+    testing::edit_metrics(
+        run, step, [](nlohmann::json& metrics) { metrics["samples_digest"] = "0123456789abcdef"; });
+  }
+  const ComparisonResult result = compare_with_ddp(run);
+  const Check& data = find_check(result, "data");
+  EXPECT_EQ(data.status, CheckStatus::kPass);
+  EXPECT_EQ(figure(data, "steps_differing"), 0);
+  EXPECT_EQ(figure(data, "steps_reassigned"), 6);
+  EXPECT_THAT(data.summary, HasSubstr("at 6 of them, first at step 4, the replicas hold them in "
+                                      "another order or assignment"));
+  EXPECT_EQ(result.verdict, Verdict::kEquivalent);
 }
 
 TEST_F(CompareRunsPerturbed, NanLossInACompletedRunIsP10Alone) {

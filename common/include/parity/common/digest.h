@@ -30,5 +30,8 @@ uint64_t digest_named_tensors(const NamedTensors& tensors);
 
 // Digest of a list of sample ids as little-endian int64 values.
 std::string digest_sample_ids(const std::vector<int64_t>& ids);
+// The same digest of the ids sorted: equal for the same samples in any order or assignment to
+// replicas (a step on 4 replicas of 128 and one on 8 of 64 train the same global batch).
+std::string digest_sample_set(std::vector<int64_t> ids);
 
 }  // namespace parity

@@ -31,6 +31,7 @@ struct StepMetrics {
   double lr = 0;
   double step_seconds = 0;
   std::string samples_digest;         // digest_sample_ids of the step's global sample ids
+  std::string samples_set_digest;     // digest_sample_set of them (absent in older runs)
   std::vector<std::string> replica_samples;  // per-replica digests, when the case asks
 };
 
