@@ -18,6 +18,7 @@
 #include "pmap_engine/collectives.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/random.h"
+#include "checkpoint.h"
 #include "scenario_programs.h"
 
 namespace parity::cases {
@@ -198,6 +199,32 @@ pe::Tree initialise_per_device(const CaseSpec& spec, int64_t num_devices, pe::DT
   return stack(per_device);
 }
 
+// Where a run trains: its devices, the sampler plan that feeds them (ddp_ref's, for that many
+// ranks) and the pmapped step compiled for them. The global batch stays the case's: fewer
+// devices read more samples each.
+struct Placement {
+  DistributedBatchPlan plan;
+  pe::Pmapped step;
+
+  Placement(const CaseSpec& spec, int64_t dataset_size, int64_t num_devices,
+            const PmapStepOptions& step_options)
+      : plan(sampler_options(spec, dataset_size, num_devices),
+             spec.data.per_replica_batch * spec.parallel.replicas / num_devices),
+        step(make_pmap_train_step(spec, pe::DeviceSet(static_cast<int>(num_devices)),
+                                  step_options)) {}
+
+  static DistributedSamplerOptions sampler_options(const CaseSpec& spec, int64_t dataset_size,
+                                                   int64_t num_devices) {
+    DistributedSamplerOptions sampler;
+    sampler.dataset_size = dataset_size;
+    sampler.num_replicas = num_devices;
+    sampler.shuffle = spec.data.shuffle;
+    sampler.seed = spec.data.seed;
+    sampler.drop_last = spec.data.drop_last;
+    return sampler;
+  }
+};
+
 }  // namespace
 
 pe::Tree replicate(const pe::Tree& tree, int64_t num_devices) {
@@ -279,8 +306,7 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
 PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   const auto run_start = Clock::now();
   require_training_program(spec, options.step.program);
-  const int64_t num_devices = spec.parallel.replicas;
-  const pe::DeviceSet devices(static_cast<int>(num_devices));
+  int64_t num_devices = spec.parallel.replicas;
   const bool float64 = options.step.float64;
   pe::Tree initial = params_from_tensors(read_safetensors(options.init_file).tensors);
   if (float64) initial = cast_tree(initial, pe::DType::f64);
@@ -297,14 +323,11 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
     return broadcast ? params : device_slice(params, d);
   };
   Dataset train = load_case_dataset(spec, "train");
-  DistributedSamplerOptions sampler;
-  sampler.dataset_size = train.num_samples;
-  sampler.num_replicas = num_devices;
-  sampler.shuffle = spec.data.shuffle;
-  sampler.seed = spec.data.seed;
-  sampler.drop_last = spec.data.drop_last;
-  DistributedBatchPlan plan(sampler, spec.data.per_replica_batch);
-  pe::Pmapped step = make_pmap_train_step(spec, devices, options.step);
+  std::optional<Placement> placement;
+  placement.emplace(spec, train.num_samples, num_devices, options.step);
+  const std::optional<int64_t> checkpoint_step = resume_step(spec, options.step.program);
+  int64_t peak_bytes_per_device = 0;
+  int64_t compile_count = 0;
 
   RunInfo run_info = run_info_for_case(spec, "pmap_engine");
   if (float64) run_info.dtype = "f64";
@@ -315,9 +338,25 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   const auto& record = spec.train.record_steps;
   double global_loss = 0;
   for (int64_t s = 0; s < spec.train.steps; ++s) {
-    const StepInputs batch = step_inputs(train, plan, s, spec.train.grad_accum_steps, float64);
+    if (checkpoint_step == s) {
+      // S10 (002 §4.3): save replica 0 with the step and device count, then resume from the
+      // file on half the devices, each reading twice the samples (the same global batch).
+      const std::filesystem::path file =
+          options.out_dir / "checkpoint" / fmt::format("step_{:06d}.safetensors", s);
+      save_checkpoint(file, {s, num_devices, device_params(0), device_slice(opt_state, 0)});
+      peak_bytes_per_device = placement->step.last_execution().peak_bytes_per_device;
+      compile_count += placement->step.cache_stats().misses;
+      const Checkpoint restored =
+          load_checkpoint(file, device_params(0), device_slice(opt_state, 0));
+      num_devices = restored.device_count / 2;
+      placement.emplace(spec, train.num_samples, num_devices, options.step);
+      params = replicate(restored.params, num_devices);
+      opt_state = replicate(restored.opt_state, num_devices);
+    }
+    const StepInputs batch =
+        step_inputs(train, placement->plan, s, spec.train.grad_accum_steps, float64);
     const auto start = Clock::now();
-    pe::Tree out = step({params, opt_state, batch.inputs, batch.targets});
+    pe::Tree out = placement->step({params, opt_state, batch.inputs, batch.targets});
     step_seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     params = out[0];
     opt_state = out[1];
@@ -374,10 +413,14 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   RunInfo& info = writer.info();
   info.timings = summarize_step_times(setup_seconds, step_seconds);
   info.memory.method = "pmap_engine planner: exact peak of live buffers per device";
+  // After a resume on fewer devices: the peak of either placement, on the devices that remain.
+  peak_bytes_per_device =
+      std::max(peak_bytes_per_device, placement->step.last_execution().peak_bytes_per_device);
   info.memory.peak_bytes_per_replica.assign(static_cast<size_t>(num_devices),
-                                            step.last_execution().peak_bytes_per_device);
+                                            peak_bytes_per_device);
   info.results["final_loss"] = global_loss;
-  info.results["compile_count"] = static_cast<double>(step.cache_stats().misses);
+  compile_count += placement->step.cache_stats().misses;
+  info.results["compile_count"] = static_cast<double>(compile_count);
   evaluate(spec, device_params(0), info);
   writer.finish();
 

@@ -35,7 +35,7 @@ pe::TreeFunction MappedGradients::loss_and_reduced_grads() const {
 MappedGradients mapped_gradients(const std::string& program, const pe::TreeFunction& loss_fn) {
   if (program == "pmean" || program == "init-per-device" || program == "params-in-axes-none" ||
       program == "update-inside-accumulation" || program == "batch-65-on-8" ||
-      program == "loss-without-cast") {
+      program == "loss-without-cast" || program == "checkpoint-reshard") {
     // 002 §2.1: grads = lax.pmean(grads, axis_name='data').
     return reduced_after_grad(kAxis, loss_fn,
                               [](const pe::Tree& grads) { return pe::pmean(grads, kAxis); });
@@ -121,6 +121,17 @@ bool initialises_per_device(const std::string& program) { return program == "ini
 
 bool keeps_loss_in_compute_dtype(const std::string& program) {
   return program == "loss-without-cast";
+}
+
+std::optional<int64_t> resume_step(const CaseSpec& spec, const std::string& program) {
+  if (program != "checkpoint-reshard") return std::nullopt;
+  if (spec.parallel.replicas < 2 || spec.parallel.replicas % 2 != 0 || spec.train.steps < 2) {
+    throw InputError(fmt::format(
+        "case {}: engine program checkpoint-reshard restores on half the devices at the middle "
+        "step; it needs an even parallel.replicas (found {}) and train.steps >= 2 (found {})",
+        spec.name, spec.parallel.replicas, spec.train.steps));
+  }
+  return spec.train.steps / 2;
 }
 
 bool is_error_program(const std::string& program) {

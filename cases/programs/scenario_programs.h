@@ -23,6 +23,9 @@
 //   loss-without-cast   the pmean step on 002 §3.4's loss_fn_mixed without its last line,
 //                       loss = loss.astype(jnp.float32): with train.dtype f16 or bf16 the loss
 //                       stays in that dtype                                       (P10, 002 §3.4)
+//   checkpoint-reshard  the pmean step; at the middle step the run saves a checkpoint (replica 0,
+//                       the step, the device count), restores it onto half the devices and
+//                       trains on with the same global batch                     (S10, 002 §4.3)
 //   axis-name-mismatch  @pmap(axis_name='batch') ... lax.psum(grads, axis_name='devices')
 //                                                                                 (P1, 000 §5.1)
 //   batch-65-on-8       the pmean step fed a leading axis of 65 on 8 devices      (P6, 001 §1)
@@ -72,6 +75,9 @@ bool broadcasts_params(const std::string& program);
 bool initialises_per_device(const std::string& program);
 // Whether the program leaves a mixed-precision loss in the compute dtype (P10).
 bool keeps_loss_in_compute_dtype(const std::string& program);
+// The step at which the program saves a checkpoint and resumes from it on half the devices
+// (S10), or nullopt. Throws InputError when the case cannot halve its devices.
+std::optional<int64_t> resume_step(const CaseSpec& spec, const std::string& program);
 
 // Error programs (P1, P6, S5, P12) fail before training: runs one step of the case the way the
 // program does and returns the engine's error message, or nullopt when the step ran without one.

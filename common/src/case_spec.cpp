@@ -946,6 +946,7 @@ const std::vector<std::string>& engine_program_names() {
       "no-grad-reduction",  // P11: each device applies its own local gradients
       "update-inside-accumulation",  // P9: an optimizer update after every micro-batch
       "loss-without-cast",  // P10: a mixed-precision loss left in f16/bf16
+      "checkpoint-reshard", // S10: save at the middle step, resume on half the devices
       "axis-name-mismatch", // P1: pmap(axis_name='batch') with psum(axis_name='devices')
       "batch-65-on-8",      // P6: a global batch of 65 mapped over 8 devices
       "jit-named-sharding", // S5: 002 §2.2's jitted step with two in_shardings for four args

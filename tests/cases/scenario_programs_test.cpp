@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "command.h"
@@ -90,6 +91,42 @@ TEST(ScenarioPrograms, PsumThenDivideIsPmeanBitForBit) { expect_same_bits_as_pme
 // the seed the uncast loss starts from.
 TEST(ScenarioPrograms, AnF16LossWithoutTheCastTrainsTheSameBitsAsWithIt) {
   expect_same_bits_as_pmean("loss-without-cast", {"train.dtype=f16"});
+}
+
+// S10 (002 §4.3): four steps on 8 devices, a checkpoint after two, the last two on 4 devices
+// reading 32 samples each. Before the checkpoint the run is the pmean run bit for bit; after it
+// the same global batches (as sets) give the same losses up to the reduction order (a pmean of
+// 4 means of 32 instead of 8 of 16).
+TEST(ScenarioPrograms, CheckpointReshardResumesOnHalfTheDevicesOnTheSameCurve) {
+  testing::TempDir dir;
+  const std::vector<std::string> four_steps = {"train.steps=4", "train.record_steps=[1, 3]"};
+  const RunDir pmean = train_one_step("pmean", dir, four_steps);
+  const RunDir resumed = train_one_step("checkpoint-reshard", dir, four_steps);
+  ASSERT_EQ(resumed.steps.size(), 4u);
+  for (size_t s = 0; s < 4; ++s) {
+    const StepMetrics& a = resumed.steps[s];
+    const StepMetrics& b = pmean.steps[s];
+    EXPECT_EQ(a.replica_losses.size(), s < 2 ? 8u : 4u) << "step " << s;
+    EXPECT_EQ(a.samples_set_digest, b.samples_set_digest) << "step " << s;
+    if (s < 2) {
+      EXPECT_EQ(a.loss, b.loss) << "step " << s;
+      EXPECT_EQ(a.samples_digest, b.samples_digest) << "step " << s;
+    } else {
+      // assert_close's f32 rtol (torch.testing): reordering sums of 512 terms stays far inside.
+      EXPECT_NEAR(a.loss, b.loss, 1.3e-6 * std::abs(b.loss)) << "step " << s;
+      EXPECT_NE(a.samples_digest, b.samples_digest) << "step " << s;  // another assignment
+    }
+  }
+  const auto checkpoint = resumed.dir / "checkpoint" / "step_000002.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(checkpoint));
+  const SafetensorsFile file = read_safetensors(checkpoint);
+  EXPECT_EQ(file.metadata.at("device_count"), "8");
+  EXPECT_EQ(file.metadata.at("step"), "2");
+  // The saved params are replica 0 after step 1: the pmean run's recorded params, bit for bit.
+  const NamedTensors recorded =
+      read_safetensors(pmean.dir / "tensors" / "step_000001.safetensors").tensors;
+  EXPECT_TRUE(file.tensors.at("params/dense0.kernel").bytes ==
+              recorded.at("params/dense0.kernel").bytes);
 }
 
 // S4 (000 §5.3): params broadcast with in_axes=None (and returned with out_axes=None) train

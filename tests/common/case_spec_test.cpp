@@ -311,7 +311,7 @@ TEST(CaseSpec, ScenarioErrorsNameTheKeyAndTheFix) {
   EXPECT_EQ(load_error("p2-psum-not-pmean", {"scenario.engine_program=psun"}),
             "--set scenario.engine_program=psun: scenario.engine_program: expected one of pmean, "
             "psum, psum-divide, psum-loss-in-grad, params-in-axes-none, init-per-device, "
-            "no-grad-reduction, update-inside-accumulation, loss-without-cast, "
+            "no-grad-reduction, update-inside-accumulation, loss-without-cast, checkpoint-reshard, "
             "axis-name-mismatch, batch-65-on-8, jit-named-sharding, jit-params-sharded, "
             "probe-device-axis, probe-device-order, "
             "probe-recompilation, probe-dropout-key, found 'psun'; did you mean 'psum'?");
