@@ -137,12 +137,58 @@ struct StepInputs {
   }
 };
 
-StepInputs step_inputs(const Dataset& data, const DistributedBatchPlan& plan, int64_t step,
+// Where a run trains: its devices, the sampler plan that feeds them (ddp_ref's, for that many
+// ranks) and the pmapped step compiled for them. The global batch stays the case's: fewer
+// devices read more samples each.
+//
+// With `processes` > 1 the devices belong to that many processes, each feeding its own local
+// devices from a plan it made alone: P8's mistake (002 §3.2), every process shards the whole
+// dataset over its local devices only, without jax.process_index(), so every process feeds
+// the same samples. One process runs all devices here: the numbers are those of the
+// multi-process run (the global pmap over the same devices and batches); the transport
+// between processes is what is not exercised.
+struct Placement {
+  int64_t processes;
+  DistributedBatchPlan plan;
+  pe::Pmapped step;
+
+  Placement(const CaseSpec& spec, int64_t dataset_size, int64_t num_devices,
+            const PmapStepOptions& step_options, int64_t processes = 1)
+      : processes(processes),
+        plan(sampler_options(spec, dataset_size, num_devices / processes),
+             spec.data.per_replica_batch * spec.parallel.replicas / num_devices),
+        step(make_pmap_train_step(spec, pe::DeviceSet(static_cast<int>(num_devices)),
+                                  step_options)) {}
+
+  // Batch `index` for every device, process-major.
+  StepBatches batches(int64_t index) const {
+    StepBatches batches = plan.step(index);
+    const std::vector<std::vector<int64_t>> per_process = batches.rank_sample_ids;
+    for (int64_t p = 1; p < processes; ++p) {
+      batches.rank_sample_ids.insert(batches.rank_sample_ids.end(), per_process.begin(),
+                                     per_process.end());
+    }
+    return batches;
+  }
+
+  static DistributedSamplerOptions sampler_options(const CaseSpec& spec, int64_t dataset_size,
+                                                   int64_t num_replicas) {
+    DistributedSamplerOptions sampler;
+    sampler.dataset_size = dataset_size;
+    sampler.num_replicas = num_replicas;
+    sampler.shuffle = spec.data.shuffle;
+    sampler.seed = spec.data.seed;
+    sampler.drop_last = spec.data.drop_last;
+    return sampler;
+  }
+};
+
+StepInputs step_inputs(const Dataset& data, const Placement& placement, int64_t step,
                        int64_t micro_batches, bool float64) {
   StepInputs out;
   std::vector<pe::Tree> inputs, targets;
   for (int64_t m = 0; m < micro_batches; ++m) {
-    StepBatch batch = make_batch(data, plan.step(step * micro_batches + m));
+    StepBatch batch = make_batch(data, placement.batches(step * micro_batches + m));
     if (float64) batch.cast_floats(pe::DType::f64);
     inputs.emplace_back(batch.inputs);
     targets.emplace_back(batch.targets);
@@ -198,32 +244,6 @@ pe::Tree initialise_per_device(const CaseSpec& spec, int64_t num_devices, pe::DT
   }
   return stack(per_device);
 }
-
-// Where a run trains: its devices, the sampler plan that feeds them (ddp_ref's, for that many
-// ranks) and the pmapped step compiled for them. The global batch stays the case's: fewer
-// devices read more samples each.
-struct Placement {
-  DistributedBatchPlan plan;
-  pe::Pmapped step;
-
-  Placement(const CaseSpec& spec, int64_t dataset_size, int64_t num_devices,
-            const PmapStepOptions& step_options)
-      : plan(sampler_options(spec, dataset_size, num_devices),
-             spec.data.per_replica_batch * spec.parallel.replicas / num_devices),
-        step(make_pmap_train_step(spec, pe::DeviceSet(static_cast<int>(num_devices)),
-                                  step_options)) {}
-
-  static DistributedSamplerOptions sampler_options(const CaseSpec& spec, int64_t dataset_size,
-                                                   int64_t num_devices) {
-    DistributedSamplerOptions sampler;
-    sampler.dataset_size = dataset_size;
-    sampler.num_replicas = num_devices;
-    sampler.shuffle = spec.data.shuffle;
-    sampler.seed = spec.data.seed;
-    sampler.drop_last = spec.data.drop_last;
-    return sampler;
-  }
-};
 
 }  // namespace
 
@@ -324,7 +344,8 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   };
   Dataset train = load_case_dataset(spec, "train");
   std::optional<Placement> placement;
-  placement.emplace(spec, train.num_samples, num_devices, options.step);
+  placement.emplace(spec, train.num_samples, num_devices, options.step,
+                    processes_reading_everything(spec, options.step.program));
   const std::optional<int64_t> checkpoint_step = resume_step(spec, options.step.program);
   int64_t peak_bytes_per_device = 0;
   int64_t compile_count = 0;
@@ -354,7 +375,7 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
       opt_state = replicate(restored.opt_state, num_devices);
     }
     const StepInputs batch =
-        step_inputs(train, placement->plan, s, spec.train.grad_accum_steps, float64);
+        step_inputs(train, *placement, s, spec.train.grad_accum_steps, float64);
     const auto start = Clock::now();
     pe::Tree out = placement->step({params, opt_state, batch.inputs, batch.targets});
     step_seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
@@ -385,6 +406,7 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
     metrics.step_seconds = step_seconds.back();
     metrics.samples_digest = digest_sample_ids(batch.global_sample_ids);
     metrics.samples_set_digest = digest_sample_set(batch.global_sample_ids);
+    metrics.duplicate_samples = count_duplicates(batch.global_sample_ids);
     writer.append_step(metrics);
     if (std::find(record.begin(), record.end(), s) != record.end()) {
       NamedTensors tensors;

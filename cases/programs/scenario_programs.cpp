@@ -35,7 +35,8 @@ pe::TreeFunction MappedGradients::loss_and_reduced_grads() const {
 MappedGradients mapped_gradients(const std::string& program, const pe::TreeFunction& loss_fn) {
   if (program == "pmean" || program == "init-per-device" || program == "params-in-axes-none" ||
       program == "update-inside-accumulation" || program == "batch-65-on-8" ||
-      program == "loss-without-cast" || program == "checkpoint-reshard") {
+      program == "loss-without-cast" || program == "checkpoint-reshard" ||
+      program == "process-data-not-sharded") {
     // 002 §2.1: grads = lax.pmean(grads, axis_name='data').
     return reduced_after_grad(kAxis, loss_fn,
                               [](const pe::Tree& grads) { return pe::pmean(grads, kAxis); });
@@ -121,6 +122,18 @@ bool initialises_per_device(const std::string& program) { return program == "ini
 
 bool keeps_loss_in_compute_dtype(const std::string& program) {
   return program == "loss-without-cast";
+}
+
+int64_t processes_reading_everything(const CaseSpec& spec, const std::string& program) {
+  if (program != "process-data-not-sharded") return 1;
+  constexpr int64_t kProcesses = 2;
+  if (spec.parallel.replicas % kProcesses != 0) {
+    throw InputError(fmt::format(
+        "case {}: engine program process-data-not-sharded splits the devices over {} "
+        "processes; parallel.replicas = {} does not split evenly",
+        spec.name, kProcesses, spec.parallel.replicas));
+  }
+  return kProcesses;
 }
 
 std::optional<int64_t> resume_step(const CaseSpec& spec, const std::string& program) {

@@ -947,6 +947,7 @@ const std::vector<std::string>& engine_program_names() {
       "update-inside-accumulation",  // P9: an optimizer update after every micro-batch
       "loss-without-cast",  // P10: a mixed-precision loss left in f16/bf16
       "checkpoint-reshard", // S10: save at the middle step, resume on half the devices
+      "process-data-not-sharded",  // P8: 2 processes each reading the whole dataset
       "axis-name-mismatch", // P1: pmap(axis_name='batch') with psum(axis_name='devices')
       "batch-65-on-8",      // P6: a global batch of 65 mapped over 8 devices
       "jit-named-sharding", // S5: 002 §2.2's jitted step with two in_shardings for four args

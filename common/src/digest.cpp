@@ -45,6 +45,11 @@ std::string digest_sample_set(std::vector<int64_t> ids) {
   return digest_sample_ids(ids);
 }
 
+int64_t count_duplicates(std::vector<int64_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  return static_cast<int64_t>(ids.end() - std::unique(ids.begin(), ids.end()));
+}
+
 uint64_t digest_named_tensors(const NamedTensors& tensors) {
   Fnv1a64 digest;
   for (const auto& [name, tensor] : tensors) {

@@ -10,8 +10,8 @@
 //                   "results": {name: number}}
 //                  Replaced atomically (temp file + rename), so a reader never sees half of it.
 //   metrics.jsonl  one compact object per step: step, loss, replica_losses, grad_norm,
-//                  param_norm, lr, step_seconds, samples_digest, and samples_set_digest and
-//                  replica_samples only when the producer recorded them. Each line is flushed as soon as it is written, so
+//                  param_norm, lr, step_seconds, samples_digest, and samples_set_digest,
+//                  duplicate_samples and replica_samples only when the producer recorded them. Each line is flushed as soon as it is written, so
 //                  a killed producer leaves at most one truncated last line.
 //   tensors/       step_NNNNNN.safetensors (write_safetensors, itself atomic).
 //
@@ -400,6 +400,7 @@ Json step_metrics_to_json(const StepMetrics& metrics) {
   line["step_seconds"] = number_to_json(metrics.step_seconds);
   line["samples_digest"] = metrics.samples_digest;
   if (!metrics.samples_set_digest.empty()) line["samples_set_digest"] = metrics.samples_set_digest;
+  if (metrics.duplicate_samples) line["duplicate_samples"] = *metrics.duplicate_samples;
   if (!metrics.replica_samples.empty()) line["replica_samples"] = metrics.replica_samples;
   return line;
 }
@@ -418,6 +419,9 @@ StepMetrics step_metrics_from_json(const Json& line, const std::string& where) {
   metrics.lr = reader.number("lr");
   metrics.step_seconds = reader.number("step_seconds");
   metrics.samples_digest = reader.string("samples_digest");
+  if (reader.has("duplicate_samples")) {
+    metrics.duplicate_samples = reader.integer("duplicate_samples");
+  }
   if (reader.has("samples_set_digest")) {
     metrics.samples_set_digest = reader.string("samples_set_digest");
   }

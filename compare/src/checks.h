@@ -64,6 +64,14 @@ struct Findings {
   std::optional<int64_t> first_tensor_mismatch;  // gradients or parameters
   std::vector<ReplicaDivergence> divergences;    // at most one per run
   std::optional<int64_t> first_sample_mismatch;
+  // The first step at which one run repeats more samples within its global batch than the
+  // other: devices fed the same samples (P8).
+  struct DuplicateExcess {
+    int64_t step = 0;
+    char run = 'A';  // the run with more repeats
+    int64_t repeats = 0, other_repeats = 0;
+  };
+  std::optional<DuplicateExcess> first_duplicate_excess;
   std::optional<NonFinite> first_non_finite;  // the earlier of both runs'
 };
 

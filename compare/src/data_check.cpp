@@ -47,6 +47,18 @@ Check check_data(const RunPair& runs, Findings& findings) {
       continue;
     }
     differing_steps.push_back(pair.step());
+    const std::optional<int64_t>& repeats_a = pair.a->duplicate_samples;
+    const std::optional<int64_t>& repeats_b = pair.b->duplicate_samples;
+    if (!findings.first_duplicate_excess && repeats_a && repeats_b && *repeats_a != *repeats_b) {
+      const bool a_more = *repeats_a > *repeats_b;
+      findings.first_duplicate_excess = {pair.step(), a_more ? 'A' : 'B',
+                                         a_more ? *repeats_a : *repeats_b,
+                                         a_more ? *repeats_b : *repeats_a};
+      check.details.push_back(fmt::format(
+          "step {}: run {} repeats {} samples within its global batch, run {} {}", pair.step(),
+          a_more ? 'A' : 'B', a_more ? *repeats_a : *repeats_b, a_more ? 'B' : 'A',
+          a_more ? *repeats_b : *repeats_a));
+    }
     if (differing_steps.size() > 1) continue;
     std::string line = fmt::format("step {}: samples digest A {} vs B {}", pair.step(), a, b);
     if (const auto replica = first_differing_replica(pair)) {

@@ -6,6 +6,8 @@
 //   P10  a loss or gradient became non-finite           first non-finite step and run
 //   P3   the loss psum'd inside the differentiated fn    step-0 loss ratio = N (or 1/N)
 //   P2   gradients summed, not averaged                  global grad norm ratio = N (or 1/N)
+//   P8   devices fed the same samples                   one run repeats more samples within a
+//                                                        step, and the samples digests differ
 //   S6   different samples per step                     samples digests differ
 //   P4   replicas started different                     digests diverge, loss differs at step 0
 //   P11  replicas drifted apart                          digests diverge, step-0 loss agrees
@@ -105,6 +107,17 @@ std::optional<Diagnosis> summed_gradients_rule(const RunPair& runs, const Findin
 std::optional<Diagnosis> data_rule(const Findings& findings) {
   if (!findings.first_sample_mismatch) return std::nullopt;
   const int64_t step = *findings.first_sample_mismatch;
+  if (const auto& excess = findings.first_duplicate_excess; excess && excess->step <= step) {
+    return Diagnosis{
+        "P8", "Devices fed the same samples (data not sharded by process)",
+        fmt::format("run {} repeats {} samples within the global batch of step {} where the other "
+                    "run repeats {}, and the global sample ids differ from step {} "
+                    "(duplicate_samples, samples_digest)",
+                    excess->run, excess->repeats, excess->step, excess->other_repeats, step),
+        "Shard the data by process before splitting it over local devices: process p of "
+        "jax.process_count() reads shard jax.process_index() (DDP: global rank = process * "
+        "local devices + local device, DistributedSampler(num_replicas=world, rank=that))."};
+  }
   std::string evidence =
       fmt::format("the global sample ids differ from step {} (samples_digest)", step);
   if (findings.first_loss_mismatch && *findings.first_loss_mismatch >= step) {

@@ -300,6 +300,7 @@ void RankTrainer::record_step(int64_t step, const StepOutcome& outcome, double s
   metrics.step_seconds = step_seconds;
   metrics.samples_digest = digest_sample_ids(outcome.global_sample_ids);
   metrics.samples_set_digest = digest_sample_set(outcome.global_sample_ids);
+  metrics.duplicate_samples = count_duplicates(outcome.global_sample_ids);
   context_.writer->append_step(metrics);
 }
 

@@ -50,6 +50,8 @@ TEST(Digest, SampleIdsAreLittleEndianInt64) {
   // The set digest is the ordered digest of the sorted ids.
   EXPECT_EQ(digest_sample_set({2, 1}), digest_sample_ids({1, 2}));
   EXPECT_EQ(digest_sample_set({2, 1, 7}), digest_sample_set({7, 1, 2}));
+  EXPECT_EQ(count_duplicates({3, 1, 3, 3, 2}), 2);
+  EXPECT_EQ(count_duplicates({}), 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -312,6 +314,7 @@ TEST(CaseSpec, ScenarioErrorsNameTheKeyAndTheFix) {
             "--set scenario.engine_program=psun: scenario.engine_program: expected one of pmean, "
             "psum, psum-divide, psum-loss-in-grad, params-in-axes-none, init-per-device, "
             "no-grad-reduction, update-inside-accumulation, loss-without-cast, checkpoint-reshard, "
+            "process-data-not-sharded, "
             "axis-name-mismatch, batch-65-on-8, jit-named-sharding, jit-params-sharded, "
             "probe-device-axis, probe-device-order, "
             "probe-recompilation, probe-dropout-key, found 'psun'; did you mean 'psum'?");

@@ -86,6 +86,8 @@ TEST(RunDir, WriteReadRoundTrip) {
   RunDirWriter writer(dir, sample_info());
   StepMetrics with_replicas = sample_step(1);
   with_replicas.replica_samples = {"a1", "b2", "c3", "d4"};
+  with_replicas.samples_set_digest = "0011223344556677";
+  with_replicas.duplicate_samples = 3;
   writer.append_step(sample_step(0));
   writer.append_step(with_replicas);
   writer.append_step(sample_step(5));
@@ -134,6 +136,10 @@ TEST(RunDir, WriteReadRoundTrip) {
   EXPECT_EQ(read_back.samples_digest, with_replicas.samples_digest);
   EXPECT_EQ(read_back.replica_samples, with_replicas.replica_samples);
   EXPECT_TRUE(run.steps[0].replica_samples.empty());
+  EXPECT_EQ(read_back.samples_set_digest, "0011223344556677");
+  EXPECT_EQ(read_back.duplicate_samples, 3);
+  EXPECT_TRUE(run.steps[0].samples_set_digest.empty());  // optional keys stay absent
+  EXPECT_FALSE(run.steps[0].duplicate_samples.has_value());
 
   EXPECT_EQ(run.tensor_steps, (std::vector<int64_t>{0, 5}));
   const NamedTensors tensors = read_step_tensors(dir, 5);

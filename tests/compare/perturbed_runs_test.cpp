@@ -89,6 +89,28 @@ TEST_F(CompareRunsPerturbed, OtherSamplesAtStepThreeIsS6) {
   EXPECT_THAT(result.diagnoses.front().evidence, HasSubstr("differ from step 3"));
 }
 
+TEST_F(CompareRunsPerturbed, RepeatedSamplesWithinAStepAreP8) {
+  // From step 2, half of each global batch repeats the other half (two processes each reading
+  // the whole dataset): other samples, and more repeats than DDP's none.
+  const auto run = copy();
+  for (int64_t step = 2; step < 10; ++step) {
+    testing::edit_metrics(run, step, [](nlohmann::json& metrics) {
+      metrics["samples_digest"] = "0123456789abcdef";
+      metrics["samples_set_digest"] = "fedcba9876543210";
+      metrics["duplicate_samples"] = 32;
+    });
+  }
+  const ComparisonResult result = compare_with_ddp(run);
+  const Check& data = find_check(result, "data");
+  EXPECT_EQ(data.status, CheckStatus::kFail);
+  EXPECT_THAT(all_details(data), HasSubstr("step 2: run A repeats 32 samples within its global "
+                                           "batch, run B 0"));
+  ASSERT_FALSE(result.diagnoses.empty());
+  EXPECT_EQ(result.diagnoses.front().pitfall, "P8");
+  EXPECT_THAT(result.diagnoses.front().evidence,
+              HasSubstr("run A repeats 32 samples within the global batch of step 2"));
+}
+
 TEST_F(CompareRunsPerturbed, TheSameSamplesInAnotherAssignmentPassAndAreNamed) {
   // From step 4 the run holds each global batch in another rank-major order (as a restore on
   // another device count does), with the same set of samples.

@@ -33,5 +33,7 @@ std::string digest_sample_ids(const std::vector<int64_t>& ids);
 // The same digest of the ids sorted: equal for the same samples in any order or assignment to
 // replicas (a step on 4 replicas of 128 and one on 8 of 64 train the same global batch).
 std::string digest_sample_set(std::vector<int64_t> ids);
+// How many of the ids repeat an id earlier in the list.
+int64_t count_duplicates(std::vector<int64_t> ids);
 
 }  // namespace parity

@@ -32,6 +32,9 @@ struct StepMetrics {
   double step_seconds = 0;
   std::string samples_digest;         // digest_sample_ids of the step's global sample ids
   std::string samples_set_digest;     // digest_sample_set of them (absent in older runs)
+  // Samples of the global batch that repeat one already in it (DistributedSampler's padding
+  // at an epoch's end, or devices fed the same samples: P8); absent in older runs.
+  std::optional<int64_t> duplicate_samples;
   std::vector<std::string> replica_samples;  // per-replica digests, when the case asks
 };
 
