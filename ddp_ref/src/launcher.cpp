@@ -2,10 +2,9 @@
 // message that names the rank that caused them.
 #include <fmt/format.h>
 #include <gloo/config.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <functional>
@@ -16,6 +15,7 @@
 
 #include "memory_meter.h"
 #include "model.h"
+#include "parity/common/child_processes.h"
 #include "parity/common/error.h"
 #include "parity/common/loopback_port.h"
 #include "parity/common/tensor_file.h"
@@ -228,11 +228,6 @@ int64_t parse_env_int(const char* name, std::optional<int64_t> fallback) {
 }
 
 
-std::string describe_exit(int status) {
-  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
-  return "stopped";
-}
 
 }  // namespace
 
@@ -364,65 +359,24 @@ void launch_processes(const CaseSpec& spec, const DdpOptions& options, int64_t n
   }
   const int64_t ranks_per_process = replicas / num_processes;
   const int port = free_loopback_port();
-
-  std::map<pid_t, int64_t> children;  // pid -> process index
+  std::vector<ChildProcess> children;
   for (int64_t index = 0; index < num_processes; ++index) {
-    pid_t pid = fork();
-    if (pid < 0) throw RunError("fork failed while starting rank processes");
-    if (pid == 0) {
-      const std::string rank = std::to_string(index * ranks_per_process);
-      setenv("RANK", rank.c_str(), 1);
-      setenv("LOCAL_RANK", rank.c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(replicas).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv("PARITY_RANKS_PER_PROCESS", std::to_string(ranks_per_process).c_str(), 1);
-      std::vector<char*> argv;
-      std::string program = executable.string();
-      argv.push_back(program.data());
-      std::vector<std::string> copies = arguments;
-      for (auto& argument : copies) argv.push_back(argument.data());
-      argv.push_back(nullptr);
-      execv(program.c_str(), argv.data());
-      std::_Exit(127);
-    }
-    children[pid] = index;
+    const std::string rank = std::to_string(index * ranks_per_process);
+    children.push_back(
+        {fmt::format("process {} (ranks {}..{})", index, index * ranks_per_process,
+                     (index + 1) * ranks_per_process - 1),
+         {{"RANK", rank},
+          {"LOCAL_RANK", rank},
+          {"WORLD_SIZE", std::to_string(replicas)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)},
+          {"PARITY_RANKS_PER_PROCESS", std::to_string(ranks_per_process)}}});
   }
-
-  // Wait for all; once one fails, the others get the collective timeout (plus a grace period
-  // to write their own report) before they are killed.
-  std::vector<std::string> failures;
-  std::optional<Clock::time_point> deadline;
-  while (!children.empty()) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      int64_t index = children[pid];
-      children.erase(pid);
-      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        failures.push_back(fmt::format("process {} (ranks {}..{}) {}", index,
-                                       index * ranks_per_process,
-                                       (index + 1) * ranks_per_process - 1, describe_exit(status)));
-        if (!deadline) {
-          deadline = Clock::now() + timeout_of(options) + std::chrono::seconds(10);
-        }
-      }
-      continue;
-    }
-    if (deadline && Clock::now() > *deadline) {
-      for (const auto& [child, index] : children) {
-        kill(child, SIGKILL);
-        failures.push_back(
-            fmt::format("process {} was killed: still running {} s after the "
-                        "first failure",
-                        index, options.timeout_seconds + 10));
-      }
-      for (const auto& entry : children) waitpid(entry.first, &status, 0);
-      children.clear();
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  // Once one fails, the others get the collective timeout (plus a grace period to write their
+  // own report) before they are killed.
+  const std::vector<std::string> failures = run_child_processes(
+      executable, arguments, children,
+      std::chrono::seconds(static_cast<int64_t>(std::ceil(options.timeout_seconds)) + 10));
   if (!failures.empty()) {
     throw RunError(fmt::format("ddp run over {} processes failed: {}", num_processes,
                                fmt::join(failures, "; ")));

@@ -1,9 +1,12 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 
+#include "pmap_engine/distributed.h"
 #include "runtime/device_run.h"
 
 namespace pmap_engine::runtime {
@@ -55,6 +58,63 @@ std::vector<std::vector<size_t>> collective_groups(const std::vector<MeshAxis>& 
   return groups;
 }
 
+// The operands of one collective on every device of the mesh: this process's own, and the
+// other processes' received through distributed::process_allgather (each process sends its
+// devices' operand bytes in device order; shapes and dtypes are the local ones, as every
+// device runs the same program).
+class GlobalOperands {
+ public:
+  GlobalOperands(const std::vector<std::vector<const Buffer*>>& local, const ProcessSpan& span)
+      : local_(local), span_(span) {
+    std::vector<char> mine;
+    for (const auto& device : local) {
+      for (const Buffer* buffer : device) {
+        const char* data = reinterpret_cast<const char*>(buffer->bytes->data());
+        mine.insert(mine.end(), data, data + buffer->num_bytes());
+      }
+    }
+    const std::vector<std::vector<char>> all = distributed::process_allgather(mine);
+    const auto local_count = static_cast<int64_t>(local.size());
+    remote_.resize(static_cast<size_t>(span.processes * local_count));
+    for (int64_t p = 0; p < span.processes; ++p) {
+      if (p * local_count == span.first_device) continue;
+      size_t offset = 0;
+      for (int64_t l = 0; l < local_count; ++l) {
+        std::vector<Buffer>& device = remote_[static_cast<size_t>(p * local_count + l)];
+        for (const Buffer* like : local.front()) {
+          Buffer buffer = Buffer::allocate_uninitialized(like->dtype, like->shape);
+          const std::vector<char>& bytes = all[static_cast<size_t>(p)];
+          if (offset + buffer.num_bytes() > bytes.size()) {
+            throw EngineError("distributed: process " + std::to_string(p) +
+                              " sent fewer operand bytes than this process's program needs; "
+                              "every process must run the same program (SPMD)");
+          }
+          std::memcpy(buffer.bytes->data(), bytes.data() + offset, buffer.num_bytes());
+          offset += buffer.num_bytes();
+          device.push_back(std::move(buffer));
+        }
+      }
+    }
+  }
+
+  bool is_local(size_t device) const {
+    const auto d = static_cast<int64_t>(device);
+    return d >= span_.first_device && d < span_.first_device + static_cast<int64_t>(local_.size());
+  }
+
+  std::vector<const Buffer*> operands(size_t device) const {
+    if (is_local(device)) return local_[device - static_cast<size_t>(span_.first_device)];
+    std::vector<const Buffer*> out;
+    for (const Buffer& buffer : remote_[device]) out.push_back(&buffer);
+    return out;
+  }
+
+ private:
+  const std::vector<std::vector<const Buffer*>>& local_;
+  ProcessSpan span_;
+  std::vector<std::vector<Buffer>> remote_;  // [global device][operand], other processes only
+};
+
 }  // namespace
 
 // Devices run in lockstep by segments: the equations between two collectives run on every
@@ -64,8 +124,11 @@ std::vector<std::vector<size_t>> collective_groups(const std::vector<MeshAxis>& 
 MappedExecutionResult execute_mapped(const ir::Program& program,
                                      std::vector<std::vector<Buffer>> per_device_inputs,
                                      const std::vector<bool>& donated,
-                                     const std::vector<MeshAxis>& mesh_axes) {
+                                     const std::vector<MeshAxis>& mesh_axes,
+                                     const ProcessSpan* span) {
   const size_t num_devices = per_device_inputs.size();
+  const auto first_device = static_cast<size_t>(span ? span->first_device : 0);
+  const size_t mesh_devices = span ? num_devices * static_cast<size_t>(span->processes) : num_devices;
   const Liveness liveness(program);
   std::vector<std::unique_ptr<DeviceRun>> devices;
   for (size_t d = 0; d < num_devices; ++d) {
@@ -93,13 +156,23 @@ MappedExecutionResult execute_mapped(const ir::Program& program,
     const ir::Equation& equation = program.equations[e];
     if (equation.primitive->kernel) continue;
     run_segment(segment_begin, e);
+    std::vector<std::vector<const Buffer*>> local_operands;
+    for (const auto& device : devices) local_operands.push_back(device->operands(e));
+    std::optional<GlobalOperands> global;
+    if (span) global.emplace(local_operands, *span);
     for (const auto& group :
-         collective_groups(mesh_axes, equation.params.text("axis_name"), num_devices)) {
+         collective_groups(mesh_axes, equation.params.text("axis_name"), mesh_devices)) {
       std::vector<std::vector<const Buffer*>> operands;
-      for (size_t d : group) operands.push_back(devices[d]->operands(e));
+      for (size_t d : group) {
+        operands.push_back(global ? global->operands(d) : local_operands[d]);
+      }
       std::vector<std::vector<Buffer>> results =
           equation.primitive->collective_kernel(operands, equation.params);
-      for (size_t j = 0; j < group.size(); ++j) devices[group[j]]->finish(e, std::move(results[j]));
+      for (size_t j = 0; j < group.size(); ++j) {
+        const size_t d = group[j];
+        if (global && !global->is_local(d)) continue;  // another process keeps its own result
+        devices[d - first_device]->finish(e, std::move(results[j]));
+      }
     }
     ++result.num_collectives;
     segment_begin = e + 1;

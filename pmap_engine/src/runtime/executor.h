@@ -35,12 +35,23 @@ struct MappedExecutionResult {
   int64_t donated_reuses = 0;
 };
 
+// A mapped program whose devices span several processes (distributed.h): this process runs
+// devices first_device .. first_device + local count - 1 of the mesh; the others run elsewhere.
+struct ProcessSpan {
+  int64_t processes = 1;
+  int64_t first_device = 0;
+};
+
 // Runs `program` on every device of a mesh (one entry of per_device_inputs each, in the mesh's
 // row-major device order). A collective over axis A runs once per group of devices that differ
-// only in their coordinate on A, in coordinate order.
+// only in their coordinate on A, in coordinate order. With a `span`, per_device_inputs are this
+// process's devices only; each collective first gathers every process's operands (the same
+// shapes on every device of an SPMD program), then runs the same kernel on all of them, so the
+// result is bitwise what one process holding every device computes.
 MappedExecutionResult execute_mapped(const ir::Program& program,
                                      std::vector<std::vector<Buffer>> per_device_inputs,
                                      const std::vector<bool>& donated,
-                                     const std::vector<MeshAxis>& mesh_axes);
+                                     const std::vector<MeshAxis>& mesh_axes,
+                                     const ProcessSpan* span = nullptr);
 
 }  // namespace pmap_engine::runtime

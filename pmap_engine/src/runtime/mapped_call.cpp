@@ -94,6 +94,19 @@ std::string axis_names(const Mesh& mesh, uint64_t axes) {
   return names;
 }
 
+// The mesh's axes as the program sees them: across processes, the one mapped axis spans every
+// process's devices.
+std::vector<MeshAxis> global_axes(const Mesh& mesh, const ProcessSpan* span) {
+  std::vector<MeshAxis> axes = mesh.axes();
+  if (span == nullptr) return axes;
+  if (axes.size() != 1) {
+    throw EngineError("a mapped call across processes needs a one-axis mesh (pmap); got " +
+                      mesh.to_string());
+  }
+  axes.front().size *= span->processes;
+  return axes;
+}
+
 }  // namespace
 
 struct MappedFunction::State {
@@ -120,10 +133,10 @@ struct MappedFunction::State {
     return layouts;
   }
 
-  std::string signature(const Mesh& mesh, const std::vector<Tree>& args,
-                        const InShardings& in) const {
+  std::string signature(const Mesh& mesh, const std::vector<Tree>& args, const InShardings& in,
+                        const ProcessSpan* span) const {
     std::ostringstream out;
-    out << mesh.to_string() << "|";
+    out << mesh.to_string() << (span ? "x" + std::to_string(span->processes) : "") << "|";
     for (const auto& argument : in) {
       for (const auto& leaf : argument) {
         out << leaf.spec.to_string()
@@ -136,9 +149,9 @@ struct MappedFunction::State {
 
   TracedFunction trace(const Mesh& mesh, const std::vector<Tree>& args,
                        const std::vector<std::vector<BlockLayout>>& layouts,
-                       const OutShardings& out) const {
+                       const OutShardings& out, const ProcessSpan* span = nullptr) const {
     std::vector<std::unique_ptr<ir::ScopedAxis>> bound;
-    for (const MeshAxis& axis : mesh.axes()) {
+    for (const MeshAxis& axis : global_axes(mesh, span)) {
       bound.push_back(std::make_unique<ir::ScopedAxis>(axis.name, axis.size, options.check_vma));
     }
     TracedFunction traced = trace_function(
@@ -260,18 +273,20 @@ MappedFunction::MappedFunction(TreeFunction function, MappedFunctionOptions opti
 }
 
 Tree MappedFunction::operator()(const Mesh& mesh, const std::vector<Tree>& args,
-                                const InShardings& in, const OutShardings& out) const {
+                                const InShardings& in, const OutShardings& out,
+                                const ProcessSpan* span) const {
   require_executable(mesh.devices());
   State& state = *state_;
   const auto layouts = state.input_layouts(mesh, args, in);
-  const TracedFunction& compiled = state.cache.get(
-      state.signature(mesh, args, in), [&] { return state.trace(mesh, args, layouts, out); });
+  const TracedFunction& compiled =
+      state.cache.get(state.signature(mesh, args, in, span),
+                      [&] { return state.trace(mesh, args, layouts, out, span); });
 
   std::vector<bool> donated;
   std::vector<std::vector<Buffer>> per_device =
       state.per_device_inputs(mesh, args, layouts, donated);
-  MappedExecutionResult result =
-      execute_mapped(compiled.program, std::move(per_device), donated, mesh.axes());
+  MappedExecutionResult result = execute_mapped(compiled.program, std::move(per_device), donated,
+                                                global_axes(mesh, span), span);
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     state.last.peak_bytes_per_device = result.peak_bytes_per_device;

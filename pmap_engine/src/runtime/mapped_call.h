@@ -13,6 +13,7 @@
 
 #include "pmap_engine/mesh.h"
 #include "pmap_engine/pmap.h"
+#include "runtime/executor.h"
 #include "runtime/sharding.h"
 
 namespace pmap_engine::runtime {
@@ -37,8 +38,11 @@ class MappedFunction {
  public:
   MappedFunction(TreeFunction function, MappedFunctionOptions options);
 
+  // With a `span`, `mesh` is this process's devices on a one-axis mesh, and the axis spans
+  // span->processes times as many devices: the program is traced with the global axis size
+  // and its collectives reach every process (executor.h).
   Tree operator()(const Mesh& mesh, const std::vector<Tree>& args, const InShardings& in,
-                  const OutShardings& out) const;
+                  const OutShardings& out, const ProcessSpan* span = nullptr) const;
   std::string program_text(const Mesh& mesh, const std::vector<Tree>& args, const InShardings& in,
                            const OutShardings& out) const;
   CacheStats cache_stats() const;

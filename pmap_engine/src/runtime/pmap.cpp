@@ -11,6 +11,7 @@
 
 #include <sstream>
 
+#include "pmap_engine/distributed.h"
 #include "runtime/mapped_call.h"
 
 namespace pmap_engine {
@@ -165,8 +166,16 @@ Pmapped::~Pmapped() = default;
 Tree Pmapped::operator()(const std::vector<Tree>& args) const {
   const State& state = *state_;
   const auto axes = state.leaf_axes(args);
-  return (*state.mapped)(state.mesh(state.mapped_size(args, axes)), args, state.in_shardings(axes),
-                         state.out_shardings());
+  const int64_t local_size = state.mapped_size(args, axes);
+  // jax/_src/pmap.py: with several processes each passes its local devices' part, and the
+  // mapped axis spans local_axis_size * process_count devices, grouped by process.
+  std::optional<runtime::ProcessSpan> span;
+  if (distributed::is_initialized() && distributed::process_count() > 1) {
+    span = runtime::ProcessSpan{distributed::process_count(),
+                                distributed::process_index() * local_size};
+  }
+  return (*state.mapped)(state.mesh(local_size), args, state.in_shardings(axes),
+                         state.out_shardings(), span ? &*span : nullptr);
 }
 
 CacheStats Pmapped::cache_stats() const { return state_->mapped->cache_stats(); }

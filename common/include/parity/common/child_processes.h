@@ -1,0 +1,31 @@
+// Starting a multi-process run on one host: copies of this executable, each with its own
+// environment (RANK for ddp_ref, the coordinator and process id for the engine), watched until
+// all exit. Shared by `parity ddp --nproc` and `parity pmap --nproc`.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace parity {
+
+struct ChildProcess {
+  std::string label;                        // "process 1 (ranks 4..7)", for messages
+  std::map<std::string, std::string> env;   // set in the child before exec
+};
+
+// Runs `executable arguments...` once per child and waits for all. When one fails, the others
+// get `grace` to finish (a collective timeout and time to write their report) before they are
+// killed. Returns one line per child that did not exit 0; empty when all did. Throws RunError
+// when a child cannot be started.
+std::vector<std::string> run_child_processes(const std::filesystem::path& executable,
+                                             const std::vector<std::string>& arguments,
+                                             const std::vector<ChildProcess>& children,
+                                             std::chrono::seconds grace);
+
+// "exited with code 3", "was killed by signal 9".
+std::string describe_exit(int status);
+
+}  // namespace parity

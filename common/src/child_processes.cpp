@@ -1,0 +1,72 @@
+#include "parity/common/child_processes.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <optional>
+#include <thread>
+
+#include "parity/common/error.h"
+
+namespace parity {
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
+  return "stopped";
+}
+
+std::vector<std::string> run_child_processes(const std::filesystem::path& executable,
+                                             const std::vector<std::string>& arguments,
+                                             const std::vector<ChildProcess>& children,
+                                             std::chrono::seconds grace) {
+  using Clock = std::chrono::steady_clock;
+  std::map<pid_t, size_t> running;  // pid -> index in `children`
+  for (size_t index = 0; index < children.size(); ++index) {
+    const pid_t pid = fork();
+    if (pid < 0) throw RunError("fork failed while starting " + children[index].label);
+    if (pid == 0) {
+      for (const auto& [name, value] : children[index].env) setenv(name.c_str(), value.c_str(), 1);
+      std::string program = executable.string();
+      std::vector<std::string> copies = arguments;
+      std::vector<char*> argv = {program.data()};
+      for (auto& argument : copies) argv.push_back(argument.data());
+      argv.push_back(nullptr);
+      execv(program.c_str(), argv.data());
+      std::_Exit(127);
+    }
+    running[pid] = index;
+  }
+
+  std::vector<std::string> failures;
+  std::optional<Clock::time_point> deadline;
+  while (!running.empty()) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      const size_t index = running[pid];
+      running.erase(pid);
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        failures.push_back(fmt::format("{} {}", children[index].label, describe_exit(status)));
+        if (!deadline) deadline = Clock::now() + grace;
+      }
+      continue;
+    }
+    if (deadline && Clock::now() > *deadline) {
+      for (const auto& [child, index] : running) {
+        kill(child, SIGKILL);
+        failures.push_back(fmt::format("{} was killed: still running {} s after the first failure",
+                                       children[index].label, grace.count()));
+      }
+      for (const auto& entry : running) waitpid(entry.first, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return failures;
+}
+
+}  // namespace parity
