@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
 #include <iostream>
 #include <optional>
 
@@ -9,6 +10,7 @@
 #include "parity/common/progress.h"
 #include "parity/common/run_dir.h"
 #include "parity/ddp_ref/ddp_ref.h"
+#include "pmap_processes.h"
 #include "pmap_trainer.h"
 #include "run_output.h"
 #include "scenario_programs.h"
@@ -24,6 +26,20 @@ void train(const std::string& producer, const std::function<void()>& run) {
   } catch (const RunError& error) {
     std::cerr << fmt::format("parity: {} failed: {}\n", producer, error.what());
   }
+}
+
+// The engine run of a case whose devices span parallel.processes processes: copies of this
+// executable, each joining the others (pmap_processes.h), given the case as this job sees it
+// (overrides applied) in DIR/NAME.toml.
+void train_engine_processes(const CaseSpec& spec, const cases::PmapRunOptions& engine,
+                            const std::filesystem::path& dir) {
+  const std::filesystem::path case_file = dir / (spec.name + ".toml");
+  std::ofstream(case_file) << spec.to_toml();
+  cases::launch_pmap_processes(
+      spec.parallel.processes, "/proc/self/exe",
+      {"pmap", case_file.string(), "--init", engine.init_file.string(), "--out",
+       engine.out_dir.string(), "--program", engine.step.program, "--quiet", "--overwrite"},
+      60);
 }
 
 }  // namespace
@@ -65,8 +81,14 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
 
   engine.on_step = [&](int64_t done) { progress.update(steps + done); };
   progress.update(steps);
-  progress.phase(fmt::format("pmap_engine, {} devices", spec.parallel.replicas));
-  train("pmap_engine", [&] { cases::run_pmap(spec, engine); });
+  if (spec.parallel.processes > 1) {
+    progress.phase(fmt::format("pmap_engine, {} devices in {} processes", spec.parallel.replicas,
+                               spec.parallel.processes));
+    train("pmap_engine", [&] { train_engine_processes(spec, engine, dir); });
+  } else {
+    progress.phase(fmt::format("pmap_engine, {} devices", spec.parallel.replicas));
+    train("pmap_engine", [&] { cases::run_pmap(spec, engine); });
+  }
 
   // The case's own tensor band, unless the command line gave one.
   if (!options.tensor_rtol && spec.compare.tensor_rtol > 0) {

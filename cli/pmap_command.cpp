@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/error.h"
+#include "pmap_processes.h"
 #include "pmap_trainer.h"
 #include "run_output.h"
 
@@ -15,6 +16,8 @@ void register_pmap_command(CLI::App& app) {
     std::string program;
     bool check_replicas = false;
     bool float64 = false;
+    int64_t nproc = 0;
+    double timeout_seconds = 60;
   };
   auto arguments = std::make_shared<Arguments>();
   CLI::App* command = app.add_subcommand(
@@ -34,6 +37,15 @@ void register_pmap_command(CLI::App& app) {
   command->add_flag("--float64", arguments->float64,
                     "train in float64 (params, optimizer state, data, every op): the oracle run "
                     "for parity compare --oracle; run.json records dtype f64");
+  command
+      ->add_option("--nproc", arguments->nproc,
+                   "processes to spread the devices over, each joining the others as "
+                   "jax.distributed.initialize does (default: the case's parallel.processes)")
+      ->check(CLI::PositiveNumber);
+  command
+      ->add_option("--timeout", arguments->timeout_seconds,
+                   "seconds a process may wait for the others (joining, every exchange)")
+      ->check(CLI::PositiveNumber);
   command->callback([arguments] {
     CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
     cases::PmapRunOptions options;
@@ -41,12 +53,38 @@ void register_pmap_command(CLI::App& app) {
                                              : std::filesystem::path(arguments->out);
     options.init_file = ensure_init_file(spec, arguments->init, options.out_dir);
     options.overwrite = arguments->overwrite;
+    options.timeout_seconds = arguments->timeout_seconds;
     options.quiet = arguments->quiet;
     options.step.check_replicas = arguments->check_replicas;
     options.step.float64 = arguments->float64;
     options.step.program =
         arguments->program.empty() ? spec.scenario.engine_program : arguments->program;
+    const int64_t processes = arguments->nproc > 0 ? arguments->nproc : spec.parallel.processes;
+    if (processes > 1 && !cases::pmap_process_from_environment()) {
+      if (processes != spec.parallel.processes) {
+        throw InputError(fmt::format("--nproc {}: the case says parallel.processes = {}; use "
+                                     "--set parallel.processes={} to change it",
+                                     processes, spec.parallel.processes, processes));
+      }
+      std::vector<std::string> child = {"pmap",   arguments->case_name, "--init",
+                                        options.init_file.string(), "--out",
+                                        options.out_dir.string(), "--program",
+                                        options.step.program, "--quiet"};
+      for (const std::string& override_text : arguments->overrides) {
+        child.insert(child.end(), {"--set", override_text});
+      }
+      if (arguments->overwrite) child.push_back("--overwrite");
+      if (arguments->float64) child.push_back("--float64");
+      if (arguments->check_replicas) child.push_back("--check-replicas");
+      child.insert(child.end(), {"--timeout", fmt::format("{}", arguments->timeout_seconds)});
+      cases::launch_pmap_processes(processes, "/proc/self/exe", child,
+                                   arguments->timeout_seconds);
+      print_summary("parity pmap", options.out_dir,
+                    fmt::format("{} devices in {} processes", spec.parallel.replicas, processes));
+      return;
+    }
     cases::run_pmap(spec, options);
+    if (options.quiet && cases::pmap_process_from_environment()) return;
     print_summary("parity pmap", options.out_dir,
                   fmt::format("{} devices", spec.parallel.replicas));
   });

@@ -19,6 +19,8 @@
 #include "pmap_engine/ops.h"
 #include "pmap_engine/random.h"
 #include "checkpoint.h"
+#include "pmap_engine/distributed.h"
+#include "pmap_processes.h"
 #include "scenario_programs.h"
 
 namespace parity::cases {
@@ -84,16 +86,20 @@ struct StepBatch {
   }
 };
 
-StepBatch make_batch(const Dataset& data, const StepBatches& batches) {
-  const int64_t num_devices = static_cast<int64_t>(batches.rank_sample_ids.size());
+// The arrays of this process's devices, ranks [first_rank, first_rank + num_devices); the ids
+// of every rank (the global batch).
+StepBatch make_batch(const Dataset& data, const StepBatches& batches, int64_t first_rank,
+                     int64_t num_devices) {
   const int64_t batch = static_cast<int64_t>(batches.rank_sample_ids.front().size());
   std::vector<float> x;
   std::vector<int32_t> labels;
   std::vector<float> targets;
   StepBatch out;
   for (const auto& ids : batches.rank_sample_ids) {
-    for (int64_t id : ids) {
-      out.global_sample_ids.push_back(id);
+    out.global_sample_ids.insert(out.global_sample_ids.end(), ids.begin(), ids.end());
+  }
+  for (int64_t rank = first_rank; rank < first_rank + num_devices; ++rank) {
+    for (int64_t id : batches.rank_sample_ids[static_cast<size_t>(rank)]) {
       const auto row = data.features.begin() + id * data.feature_dim;
       x.insert(x.end(), row, row + data.feature_dim);
       if (!data.labels.empty()) {
@@ -141,30 +147,36 @@ struct StepInputs {
 // ranks) and the pmapped step compiled for them. The global batch stays the case's: fewer
 // devices read more samples each.
 //
-// With `processes` > 1 the devices belong to that many processes, each feeding its own local
-// devices from a plan it made alone: P8's mistake (002 §3.2), every process shards the whole
-// dataset over its local devices only, without jax.process_index(), so every process feeds
-// the same samples. One process runs all devices here: the numbers are those of the
-// multi-process run (the global pmap over the same devices and batches); the transport
-// between processes is what is not exercised.
+// With `readers` > 1 every one of that many processes feeds its own devices from a plan it made
+// alone, P8's mistake (002 §3.2): each shards the whole dataset over its local devices only,
+// without jax.process_index(), so all feed the same samples. A run in one process computes what
+// the multi-process run does (the same global pmap over the same batches).
+//
+// `num_devices` counts every process's devices; this process runs `local_devices` of them,
+// from `first_device` on (all of them in a single-process run).
 struct Placement {
-  int64_t processes;
+  int64_t readers;  // processes reading the whole dataset (P8); 1: one plan for all devices
+  int64_t first_device;
+  int64_t local_devices;
   DistributedBatchPlan plan;
   pe::Pmapped step;
 
   Placement(const CaseSpec& spec, int64_t dataset_size, int64_t num_devices,
-            const PmapStepOptions& step_options, int64_t processes = 1)
-      : processes(processes),
-        plan(sampler_options(spec, dataset_size, num_devices / processes),
+            int64_t first_device, int64_t local_devices, const PmapStepOptions& step_options,
+            int64_t readers = 1)
+      : readers(readers),
+        first_device(first_device),
+        local_devices(local_devices),
+        plan(sampler_options(spec, dataset_size, num_devices / readers),
              spec.data.per_replica_batch * spec.parallel.replicas / num_devices),
-        step(make_pmap_train_step(spec, pe::DeviceSet(static_cast<int>(num_devices)),
+        step(make_pmap_train_step(spec, pe::DeviceSet(static_cast<int>(local_devices)),
                                   step_options)) {}
 
-  // Batch `index` for every device, process-major.
+  // Batch `index` for every device of every process, process-major.
   StepBatches batches(int64_t index) const {
     StepBatches batches = plan.step(index);
     const std::vector<std::vector<int64_t>> per_process = batches.rank_sample_ids;
-    for (int64_t p = 1; p < processes; ++p) {
+    for (int64_t p = 1; p < readers; ++p) {
       batches.rank_sample_ids.insert(batches.rank_sample_ids.end(), per_process.begin(),
                                      per_process.end());
     }
@@ -188,7 +200,8 @@ StepInputs step_inputs(const Dataset& data, const Placement& placement, int64_t 
   StepInputs out;
   std::vector<pe::Tree> inputs, targets;
   for (int64_t m = 0; m < micro_batches; ++m) {
-    StepBatch batch = make_batch(data, placement.batches(step * micro_batches + m));
+    StepBatch batch = make_batch(data, placement.batches(step * micro_batches + m),
+                                 placement.first_device, placement.local_devices);
     if (float64) batch.cast_floats(pe::DType::f64);
     inputs.emplace_back(batch.inputs);
     targets.emplace_back(batch.targets);
@@ -323,10 +336,63 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
   return pe::pmap(step, options);
 }
 
+namespace {
+
+// The process this run is, and the engine's distributed session for as long as it trains.
+class ProcessSession {
+ public:
+  ProcessSession(const CaseSpec& spec, const std::string& program, double timeout_seconds)
+      : process_(pmap_process_from_environment()) {
+    if (!process_) return;
+    const int64_t count = process_->count;
+    if (count != spec.parallel.processes) {
+      throw InputError(fmt::format(
+          "case {}: this engine process is one of {} but the case says parallel.processes = {}; "
+          "start the run with parity pmap --nproc {}",
+          spec.name, count, spec.parallel.processes, spec.parallel.processes));
+    }
+    if (broadcasts_params(program) || initialises_per_device(program) ||
+        resume_step(spec, program)) {
+      throw InputError(fmt::format(
+          "case {}: engine program {} runs in one process only; set parallel.processes = 1",
+          spec.name, program));
+    }
+    pmap_engine::distributed::InitializeOptions options;
+    options.coordinator_address = process_->coordinator;
+    options.num_processes = static_cast<int>(count);
+    options.process_id = static_cast<int>(process_->index);
+    options.local_device_count = static_cast<int>(spec.parallel.replicas / count);
+    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+    try {
+      pmap_engine::distributed::initialize(options);
+    } catch (const pe::EngineError& error) {
+      throw RunError(fmt::format("engine process {} of {}: {}", process_->index, count,
+                                 error.what()));
+    }
+  }
+  ~ProcessSession() {
+    if (process_) pmap_engine::distributed::shutdown();
+  }
+  ProcessSession(const ProcessSession&) = delete;
+  ProcessSession& operator=(const ProcessSession&) = delete;
+
+  int64_t index() const { return process_ ? process_->index : 0; }
+  int64_t count() const { return process_ ? process_->count : 1; }
+  bool writes() const { return index() == 0; }  // process 0 writes the run directory
+
+ private:
+  std::optional<PmapProcess> process_;
+};
+
+}  // namespace
+
 PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   const auto run_start = Clock::now();
   require_training_program(spec, options.step.program);
-  int64_t num_devices = spec.parallel.replicas;
+  const ProcessSession process(spec, options.step.program, options.timeout_seconds);
+  int64_t num_devices = spec.parallel.replicas;  // every process's
+  const int64_t local_devices = num_devices / process.count();
+  const int64_t first_device = process.index() * local_devices;
   const bool float64 = options.step.float64;
   pe::Tree initial = params_from_tensors(read_safetensors(options.init_file).tensors);
   if (float64) initial = cast_tree(initial, pe::DType::f64);
@@ -337,23 +403,25 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   pe::Tree params = broadcast ? initial
                     : initialises_per_device(options.step.program)
                         ? initialise_per_device(spec, num_devices, initial.leaves().front().dtype())
-                        : replicate(initial, num_devices);
-  pe::Tree opt_state = broadcast ? initial_state : replicate(initial_state, num_devices);
+                        : replicate(initial, local_devices);
+  pe::Tree opt_state = broadcast ? initial_state : replicate(initial_state, local_devices);
   const auto device_params = [&](int64_t d) {
     return broadcast ? params : device_slice(params, d);
   };
   Dataset train = load_case_dataset(spec, "train");
   std::optional<Placement> placement;
-  placement.emplace(spec, train.num_samples, num_devices, options.step,
-                    processes_reading_everything(spec, options.step.program));
+  placement.emplace(spec, train.num_samples, num_devices, first_device, local_devices,
+                    options.step, processes_reading_everything(spec, options.step.program));
   const std::optional<int64_t> checkpoint_step = resume_step(spec, options.step.program);
   int64_t peak_bytes_per_device = 0;
   int64_t compile_count = 0;
 
   RunInfo run_info = run_info_for_case(spec, "pmap_engine");
   if (float64) run_info.dtype = "f64";
+  run_info.processes = process.count();
   run_info.versions["pmap_engine"] = PARITY_VERSION;
-  RunDirWriter writer(options.out_dir, run_info, options.overwrite);
+  std::optional<RunDirWriter> writer;
+  if (process.writes()) writer.emplace(options.out_dir, run_info, options.overwrite);
   const double setup_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
   std::vector<double> step_seconds;
   const auto& record = spec.train.record_steps;
@@ -370,7 +438,7 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
       const Checkpoint restored =
           load_checkpoint(file, device_params(0), device_slice(opt_state, 0));
       num_devices = restored.device_count / 2;
-      placement.emplace(spec, train.num_samples, num_devices, options.step);
+      placement.emplace(spec, train.num_samples, num_devices, 0, num_devices, options.step);
       params = replicate(restored.params, num_devices);
       opt_state = replicate(restored.opt_state, num_devices);
     }
@@ -384,18 +452,29 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
 
     StepMetrics metrics;
     metrics.step = s;
+    metrics.replica_losses = gather_across_processes(batch.device_losses(out[2]));
     double loss_sum = 0;
-    for (double loss : batch.device_losses(out[2])) {
-      metrics.replica_losses.push_back(loss);
-      loss_sum += loss * batch.samples_per_device;
-    }
+    for (double loss : metrics.replica_losses) loss_sum += loss * batch.samples_per_device;
     global_loss = loss_sum / (batch.samples_per_device * static_cast<double>(num_devices));
     for (size_t d = 0; d < metrics.replica_losses.size(); ++d) {
       if (!std::isfinite(metrics.replica_losses[d])) {
         std::string why = fmt::format("step {}: the loss is not finite on device {}", s, d);
-        writer.mark_incomplete(why);
+        if (writer) writer->mark_incomplete(why);
         throw RunError(why);
       }
+    }
+    // Every device's parameter digest, gathered from every process.
+    const auto local_count = placement->local_devices;
+    std::vector<uint64_t> local_digests;
+    const bool records = std::find(record.begin(), record.end(), s) != record.end();
+    for (int64_t d = 0; records && d < local_count; ++d) {
+      local_digests.push_back(digest_named_tensors(tensors_from_params(device_params(d))));
+    }
+    const std::vector<uint64_t> digests =
+        records ? gather_across_processes(local_digests) : std::vector<uint64_t>{};
+    if (!writer) {
+      if (options.on_step) options.on_step(s + 1);
+      continue;
     }
     const pe::Tree grads = device_slice(out[3], 0);
     const pe::Tree device0_params = device_params(0);
@@ -407,22 +486,19 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
     metrics.samples_digest = digest_sample_ids(batch.global_sample_ids);
     metrics.samples_set_digest = digest_sample_set(batch.global_sample_ids);
     metrics.duplicate_samples = count_duplicates(batch.global_sample_ids);
-    writer.append_step(metrics);
-    if (std::find(record.begin(), record.end(), s) != record.end()) {
+    writer->append_step(metrics);
+    if (records) {
       NamedTensors tensors;
       for (auto& [name, tensor] : tensors_from_params(grads))
         tensors.emplace("grads/" + name, tensor);
       for (auto& [name, tensor] : tensors_from_params(device0_params)) {
         tensors.emplace("params/" + name, tensor);
       }
-      HostTensor digests = HostTensor::zeros(DType::I64, {num_devices});
-      for (int64_t d = 0; d < num_devices; ++d) {
-        // The digest ddp_ref records per replica, stored bit for bit in an I64 slot.
-        const uint64_t digest = digest_named_tensors(tensors_from_params(device_params(d)));
-        std::memcpy(digests.data_as<int64_t>() + d, &digest, sizeof digest);
-      }
-      tensors.emplace("replicas/param_digests", std::move(digests));
-      writer.write_tensors(s, tensors);
+      // The digest ddp_ref records per replica, stored bit for bit in I64 slots.
+      HostTensor slots = HostTensor::zeros(DType::I64, {static_cast<int64_t>(digests.size())});
+      std::memcpy(slots.data_as<int64_t>(), digests.data(), digests.size() * sizeof(uint64_t));
+      tensors.emplace("replicas/param_digests", std::move(slots));
+      writer->write_tensors(s, tensors);
     }
     if (options.on_step) options.on_step(s + 1);
     if (!options.quiet &&
@@ -432,23 +508,26 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
     }
   }
 
-  RunInfo& info = writer.info();
-  info.timings = summarize_step_times(setup_seconds, step_seconds);
-  info.memory.method = "pmap_engine planner: exact peak of live buffers per device";
   // After a resume on fewer devices: the peak of either placement, on the devices that remain.
   peak_bytes_per_device =
       std::max(peak_bytes_per_device, placement->step.last_execution().peak_bytes_per_device);
-  info.memory.peak_bytes_per_replica.assign(static_cast<size_t>(num_devices),
-                                            peak_bytes_per_device);
-  info.results["final_loss"] = global_loss;
+  const std::vector<double> peaks =
+      gather_across_processes(std::vector<double>(static_cast<size_t>(placement->local_devices),
+                                                  static_cast<double>(peak_bytes_per_device)));
   compile_count += placement->step.cache_stats().misses;
-  info.results["compile_count"] = static_cast<double>(compile_count);
-  evaluate(spec, device_params(0), info);
-  writer.finish();
-
   PmapRunSummary summary;
   summary.run_dir = options.out_dir;
   summary.final_loss = global_loss;
+  if (!writer) return summary;
+
+  RunInfo& info = writer->info();
+  info.timings = summarize_step_times(setup_seconds, step_seconds);
+  info.memory.method = "pmap_engine planner: exact peak of live buffers per device";
+  for (double peak : peaks) info.memory.peak_bytes_per_replica.push_back(static_cast<int64_t>(peak));
+  info.results["final_loss"] = global_loss;
+  info.results["compile_count"] = static_cast<double>(compile_count);
+  evaluate(spec, device_params(0), info);
+  writer->finish();
   if (info.results.count("test_accuracy")) summary.test_accuracy = info.results["test_accuracy"];
   return summary;
 }

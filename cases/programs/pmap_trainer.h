@@ -42,6 +42,9 @@ struct PmapRunOptions {
   bool overwrite = false;
   bool quiet = false;
   PmapStepOptions step;
+  // In a multi-process run (pmap_processes.h): how long joining the others and each exchange
+  // between processes may take.
+  double timeout_seconds = 60;
   // Called after each step with the number of steps done, for a caller's progress display.
   std::function<void(int64_t steps_done)> on_step;
 };

@@ -126,14 +126,13 @@ bool keeps_loss_in_compute_dtype(const std::string& program) {
 
 int64_t processes_reading_everything(const CaseSpec& spec, const std::string& program) {
   if (program != "process-data-not-sharded") return 1;
-  constexpr int64_t kProcesses = 2;
-  if (spec.parallel.replicas % kProcesses != 0) {
+  if (spec.parallel.processes < 2) {
     throw InputError(fmt::format(
-        "case {}: engine program process-data-not-sharded splits the devices over {} "
-        "processes; parallel.replicas = {} does not split evenly",
-        spec.name, kProcesses, spec.parallel.replicas));
+        "case {}: engine program process-data-not-sharded needs parallel.processes >= 2 (each "
+        "process reads the whole dataset); found {}",
+        spec.name, spec.parallel.processes));
   }
-  return kProcesses;
+  return spec.parallel.processes;
 }
 
 std::optional<int64_t> resume_step(const CaseSpec& spec, const std::string& program) {

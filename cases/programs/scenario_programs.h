@@ -26,9 +26,9 @@
 //   checkpoint-reshard  the pmean step; at the middle step the run saves a checkpoint (replica 0,
 //                       the step, the device count), restores it onto half the devices and
 //                       trains on with the same global batch                     (S10, 002 §4.3)
-//   process-data-not-sharded  the pmean step with the devices split over 2 processes, each of
-//                       which shards the whole dataset over its own devices only (no
-//                       jax.process_index()), so both feed the same samples     (P8, 002 §3.2)
+//   process-data-not-sharded  the pmean step over parallel.processes processes, each of which
+//                       shards the whole dataset over its own devices only (no
+//                       jax.process_index()), so all feed the same samples      (P8, 002 §3.2)
 //   axis-name-mismatch  @pmap(axis_name='batch') ... lax.psum(grads, axis_name='devices')
 //                                                                                 (P1, 000 §5.1)
 //   batch-65-on-8       the pmean step fed a leading axis of 65 on 8 devices      (P6, 001 §1)
@@ -78,8 +78,8 @@ bool broadcasts_params(const std::string& program);
 bool initialises_per_device(const std::string& program);
 // Whether the program leaves a mixed-precision loss in the compute dtype (P10).
 bool keeps_loss_in_compute_dtype(const std::string& program);
-// How many processes the program splits the devices over, each reading the whole dataset (P8);
-// 1 for every other program. Throws InputError when the devices do not split evenly.
+// How many processes each read the whole dataset (P8: the case's parallel.processes); 1 for
+// every other program. Throws InputError for P8 in a one-process case.
 int64_t processes_reading_everything(const CaseSpec& spec, const std::string& program);
 // The step at which the program saves a checkpoint and resumes from it on half the devices
 // (S10), or nullopt. Throws InputError when the case cannot halve its devices.
