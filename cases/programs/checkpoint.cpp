@@ -14,10 +14,14 @@ constexpr const char* kFormat = "parity-checkpoint";
 
 DType host_dtype(pe::DType dtype) {
   switch (dtype) {
-    case pe::DType::f32: return DType::F32;
-    case pe::DType::f64: return DType::F64;
-    case pe::DType::i32: return DType::I32;
-    default: throw InternalError(std::string("checkpoint leaf of dtype ") + pe::dtype_name(dtype));
+    case pe::DType::f32:
+      return DType::F32;
+    case pe::DType::f64:
+      return DType::F64;
+    case pe::DType::i32:
+      return DType::I32;
+    default:
+      throw InternalError(std::string("checkpoint leaf of dtype ") + pe::dtype_name(dtype));
   }
 }
 
@@ -73,9 +77,10 @@ pe::Tree read_tree(const std::filesystem::path& path, const std::string& prefix,
     const std::string name = prefix + paths[i];
     const auto found = tensors.find(name);
     if (found == tensors.end()) {
-      throw InputError(fmt::format("{}: checkpoint has no tensor '{}'; it was saved from another "
-                                   "model or optimizer than this case's",
-                                   path.string(), name));
+      throw InputError(
+          fmt::format("{}: checkpoint has no tensor '{}'; it was saved from another "
+                      "model or optimizer than this case's",
+                      path.string(), name));
     }
     const pe::Array& expected = like_leaves[i];
     const Shape expected_shape(expected.shape().begin(), expected.shape().end());
@@ -84,8 +89,9 @@ pe::Tree read_tree(const std::filesystem::path& path, const std::string& prefix,
       throw InputError(fmt::format(
           "{}: tensor '{}' is {} {} but this case needs {} {}; the checkpoint was saved from "
           "another model, optimizer or dtype",
-          path.string(), name, dtype_name(found->second.dtype), shape_to_string(found->second.shape),
-          dtype_name(host_dtype(expected.dtype())), shape_to_string(expected_shape)));
+          path.string(), name, dtype_name(found->second.dtype),
+          shape_to_string(found->second.shape), dtype_name(host_dtype(expected.dtype())),
+          shape_to_string(expected_shape)));
     }
     leaves.push_back(to_engine(found->second));
   }
@@ -100,8 +106,8 @@ int64_t metadata_integer(const std::filesystem::path& path,
     if (found != metadata.end()) return std::stoll(found->second);
   } catch (const std::exception&) {
   }
-  throw InputError(fmt::format("{}: checkpoint metadata '{}' is missing or not an integer",
-                               path.string(), key));
+  throw InputError(
+      fmt::format("{}: checkpoint metadata '{}' is missing or not an integer", path.string(), key));
 }
 
 }  // namespace

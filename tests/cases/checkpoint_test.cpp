@@ -6,11 +6,11 @@
 #include <gtest/gtest.h>
 
 #include "mlp_program.h"
-#include "pmap_engine/ops.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/error.h"
 #include "parity/common/init_params.h"
 #include "parity/common/tensor_file.h"
+#include "pmap_engine/ops.h"
 #include "test_files.h"
 
 namespace parity::cases {
@@ -29,8 +29,7 @@ TrainedState one_update() {
   const pe::Tree params =
       params_from_tensors(init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
   const pe::optim::GradientTransformation adam = make_optimizer(spec.train);
-  const pe::Tree grads =
-      pe::tree_map([](const pe::Array& p) { return p * 0.5 + 0.01; }, params);
+  const pe::Tree grads = pe::tree_map([](const pe::Array& p) { return p * 0.5 + 0.01; }, params);
   auto [updates, state] = adam.update(grads, adam.init(params), params);
   return {pe::optim::apply_updates(params, updates), state};
 }
@@ -41,7 +40,7 @@ bool same_bits(const pe::Tree& a, const pe::Tree& b) {
   for (size_t i = 0; i < x.size(); ++i) {
     if (x[i].dtype() != y[i].dtype() || x[i].shape() != y[i].shape()) return false;
     if (x[i].dtype() == pe::DType::i32 ? x[i].to_ints() != y[i].to_ints()
-                                        : x[i].to_doubles() != y[i].to_doubles()) {
+                                       : x[i].to_doubles() != y[i].to_doubles()) {
       return false;
     }
   }
@@ -61,7 +60,8 @@ TEST(Checkpoint, RestoresEveryLeafBitForBitWithTheStepAndDeviceCount) {
   EXPECT_TRUE(same_bits(restored.opt_state, trained.opt_state));
   // Adam's count stays an i32 (optax's ScaleByAdamState.count), not a float.
   bool has_i32 = false;
-  for (const pe::Array& leaf : restored.opt_state.leaves()) has_i32 |= leaf.dtype() == pe::DType::i32;
+  for (const pe::Array& leaf : restored.opt_state.leaves())
+    has_i32 |= leaf.dtype() == pe::DType::i32;
   EXPECT_TRUE(has_i32);
   EXPECT_EQ(read_safetensors(file).metadata.at("format"), "parity-checkpoint");
 }

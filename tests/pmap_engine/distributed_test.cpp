@@ -42,8 +42,8 @@ std::vector<double> local_part(const Tree& all, int64_t first, int64_t count) {
   return out;
 }
 
-std::string worker_command(const std::string& coordinator, int process, int processes,
-                           int local, const std::filesystem::path& out) {
+std::string worker_command(const std::string& coordinator, int process, int processes, int local,
+                           const std::filesystem::path& out) {
   return fmt::format("{} {} {} {} {} {}", PARITY_DISTRIBUTED_WORKER, coordinator, process,
                      processes, local, out.string());
 }
@@ -57,8 +57,8 @@ TEST(DistributedPmap, TwoProcessesOfFourDevicesComputeWhatOneProcessOfEightDoes)
       120);
   ASSERT_EQ(result.exit_code, 0) << result.output;
 
-  const Tree one_process = testing::collectives_program(8, testing::device_inputs(0, 8),
-                                                        DeviceSet(8));
+  const Tree one_process =
+      testing::collectives_program(8, testing::device_inputs(0, 8), DeviceSet(8));
   EXPECT_EQ(read_doubles(dir.path("p0")), local_part(one_process, 0, 4));
   EXPECT_EQ(read_doubles(dir.path("p1")), local_part(one_process, 4, 4));
 }

@@ -103,9 +103,9 @@ class CoordinatorStore::Server {
     address.sin_port = htons(static_cast<uint16_t>(port));
     if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
         ::listen(listener_, 64) != 0) {
-      const std::string message = system_error("coordinator: cannot listen on port " +
-                                               std::to_string(port) +
-                                               " (is another run using it? pick a free port)");
+      const std::string message =
+          system_error("coordinator: cannot listen on port " + std::to_string(port) +
+                       " (is another run using it? pick a free port)");
       ::close(listener_);
       throw EngineError(message);
     }
@@ -229,8 +229,8 @@ void CoordinatorStore::set(const std::string& key, const std::vector<char>& data
   char reply = 0;
   if (!write_all(socket_, request('S', key, &value)) ||
       !read_exactly(socket_, &reply, 1, Clock::now() + timeout_) || reply != 'K') {
-    throw EngineError("jax.distributed: the coordinator at " + where_ +
-                      " stopped answering (set " + key + "); did process 0 exit?");
+    throw EngineError("jax.distributed: the coordinator at " + where_ + " stopped answering (set " +
+                      key + "); did process 0 exit?");
   }
 }
 

@@ -22,7 +22,8 @@ class CoordinatorStore : public gloo::rendezvous::Store {
   // Process 0 passes `serve`: it listens on every interface at `port` first. Every process,
   // 0 included, then connects to host:port, retrying until `timeout` (the coordinator may
   // start after the others). Throws EngineError naming the address on failure.
-  CoordinatorStore(const std::string& host, int port, bool serve, std::chrono::milliseconds timeout);
+  CoordinatorStore(const std::string& host, int port, bool serve,
+                   std::chrono::milliseconds timeout);
   ~CoordinatorStore() override;
 
   void set(const std::string& key, const std::vector<char>& data) override;

@@ -70,9 +70,8 @@ void initialize(const InitializeOptions& options) {
     const std::vector<char> theirs = next->store->get("devices/" + std::to_string(p));
     if (std::string(theirs.begin(), theirs.end()) != mine) {
       throw EngineError("jax.distributed.initialize: process " + std::to_string(p) + " has " +
-                        std::string(theirs.begin(), theirs.end()) +
-                        " local devices and this one " + mine +
-                        "; every process must see the same number of devices");
+                        std::string(theirs.begin(), theirs.end()) + " local devices and this one " +
+                        mine + "; every process must see the same number of devices");
     }
   }
   gloo::transport::tcp::attr attr;

@@ -12,8 +12,8 @@
 namespace parity {
 
 struct ChildProcess {
-  std::string label;                        // "process 1 (ranks 4..7)", for messages
-  std::map<std::string, std::string> env;   // set in the child before exec
+  std::string label;                       // "process 1 (ranks 4..7)", for messages
+  std::map<std::string, std::string> env;  // set in the child before exec
 };
 
 // Runs `executable arguments...` once per child and waits for all. When one fails, the others
