@@ -42,19 +42,31 @@ std::vector<double> local_part(const Tree& all, int64_t first, int64_t count) {
   return out;
 }
 
-std::string worker_command(const std::string& coordinator, int process, int processes, int local,
+std::string loopback_coordinator() {
+  return fmt::format("127.0.0.1:{}", parity::free_loopback_port());
+}
+
+std::string worker_command(const std::string& coordinator, int process, int local,
                            const std::filesystem::path& out) {
-  return fmt::format("{} {} {} {} {} {}", PARITY_DISTRIBUTED_WORKER, coordinator, process,
-                     processes, local, out.string());
+  return fmt::format("{} {} {} 2 {} {}", PARITY_DISTRIBUTED_WORKER, coordinator, process, local,
+                     out.string());
+}
+
+// Processes 0 and 1 of a two-process run with `local0` and `local1` devices, writing p0 and
+// p1 in `dir`; exit 0 when both did.
+parity::testing::CommandResult run_two_workers(const parity::testing::TempDir& dir, int local0,
+                                               int local1) {
+  const std::string coordinator = loopback_coordinator();
+  return parity::testing::run_command(
+      worker_command(coordinator, 0, local0, dir.path("p0")) + " & first=$!; " +
+          worker_command(coordinator, 1, local1, dir.path("p1")) +
+          " & second=$!; wait $first; a=$?; wait $second; exit $((a | $?))",
+      120);
 }
 
 TEST(DistributedPmap, TwoProcessesOfFourDevicesComputeWhatOneProcessOfEightDoes) {
   parity::testing::TempDir dir;
-  const std::string coordinator = fmt::format("127.0.0.1:{}", parity::free_loopback_port());
-  const auto result = parity::testing::run_command(
-      worker_command(coordinator, 0, 2, 4, dir.path("p0")) + " & " +
-          worker_command(coordinator, 1, 2, 4, dir.path("p1")) + " & wait -n && wait -n",
-      120);
+  const auto result = run_two_workers(dir, 4, 4);
   ASSERT_EQ(result.exit_code, 0) << result.output;
 
   const Tree one_process =
@@ -65,10 +77,10 @@ TEST(DistributedPmap, TwoProcessesOfFourDevicesComputeWhatOneProcessOfEightDoes)
 
 TEST(DistributedPmap, AProcessWhoseCoordinatorNeverAnswersNamesItAndTimesOut) {
   parity::testing::TempDir dir;
-  // Process 1 alone: nobody serves the coordinator.
-  const std::string coordinator = fmt::format("127.0.0.1:{}", parity::free_loopback_port());
-  const auto result = parity::testing::run_command(
-      worker_command(coordinator, 1, 2, 4, dir.path("p1")) + " 2", 120);
+  // Process 1 alone, with a 2 s timeout: nobody serves the coordinator.
+  const std::string coordinator = loopback_coordinator();
+  const auto result =
+      parity::testing::run_command(worker_command(coordinator, 1, 4, dir.path("p1")) + " 2", 120);
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_THAT(result.output, HasSubstr("no coordinator answered at " + coordinator +
                                        " within 2 s; start process 0"));
@@ -76,11 +88,8 @@ TEST(DistributedPmap, AProcessWhoseCoordinatorNeverAnswersNamesItAndTimesOut) {
 
 TEST(DistributedPmap, ProcessesWithDifferentDeviceCountsAreRefused) {
   parity::testing::TempDir dir;
-  const std::string coordinator = fmt::format("127.0.0.1:{}", parity::free_loopback_port());
-  const auto result = parity::testing::run_command(
-      worker_command(coordinator, 0, 2, 4, dir.path("p0")) + " & " +
-          worker_command(coordinator, 1, 2, 3, dir.path("p1")) + " & wait -n; wait -n; true",
-      120);
+  const auto result = run_two_workers(dir, 4, 3);
+  EXPECT_NE(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, HasSubstr("every process must see the same number of devices"));
 }
 
