@@ -10,6 +10,7 @@ void register_init_command(CLI::App& app);
 void register_ddp_command(CLI::App& app);
 void register_program_command(CLI::App& app);
 void register_pmap_command(CLI::App& app);
+void register_import_command(CLI::App& app);
 // Commands whose exit status is a verdict set it in `exit_status` (main returns it).
 void register_compare_command(CLI::App& app, int& exit_status);
 void register_run_command(CLI::App& app, int& exit_status);

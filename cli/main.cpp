@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   parity::cli::register_ddp_command(app);
   parity::cli::register_program_command(app);
   parity::cli::register_pmap_command(app);
+  parity::cli::register_import_command(app);
   int exit_status = 0;
   parity::cli::register_compare_command(app, exit_status);
   parity::cli::register_run_command(app, exit_status);

@@ -1,0 +1,47 @@
+// Metrics that real training scripts log, as one series per name: TensorBoard event files
+// (tf_events.h), JSON Lines (one object per line with a "step" and numbers) and CSV (a header
+// row naming a "step" column and the metric columns). `parity import metrics` maps them onto a
+// run directory's per-step metrics (loss, grad_norm, param_norm, lr) so that compare can judge
+// a real PyTorch or JAX run like the project's own producers' runs.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "parity/common/case_spec.h"
+
+namespace parity::interop {
+
+// name -> step -> value, steps ascending.
+using MetricSeries = std::map<std::string, std::map<int64_t, double>>;
+
+enum class MetricsFormat { kAuto, kTfEvents, kJsonLines, kCsv };
+
+// Reads `path`. kAuto picks by name: events.out.tfevents.* (or a directory holding such files,
+// read in name order), *.jsonl / *.ndjson, *.csv. Throws InputError naming the file and the line
+// (or record and byte) for anything it cannot read, and for a step logged twice for one name
+// with different values.
+MetricSeries read_metrics(const std::filesystem::path& path, MetricsFormat format);
+
+struct MetricsImport {
+  std::filesystem::path source;
+  MetricsFormat format = MetricsFormat::kAuto;
+  // Run-directory metric -> source name: {"loss": "train/loss"}. "loss" is required; the others
+  // (grad_norm, param_norm, lr) are optional.
+  std::map<std::string, std::string> mapping;
+  std::filesystem::path out_dir;
+  bool overwrite = false;
+};
+
+struct ImportSummary {
+  int64_t steps = 0;
+  std::string producer;  // "import:tensorboard", "import:jsonl", "import:csv"
+};
+
+// Writes a run directory for `spec` (its hash, so that compare pairs it with runs of the same
+// case) with one step per logged loss step. Throws InputError listing the source's names when a
+// mapped name is missing, and before anything is written.
+ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request);
+
+}  // namespace parity::interop

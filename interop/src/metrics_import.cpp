@@ -1,0 +1,238 @@
+#include "parity/interop/metrics_import.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "parity/common/error.h"
+#include "parity/common/run_dir.h"
+#include "parity/interop/tf_events.h"
+
+namespace parity::interop {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_event_file(const fs::path& path) {
+  return path.filename().string().rfind("events.out.tfevents.", 0) == 0;
+}
+
+std::string extension(const fs::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return ext;
+}
+
+MetricsFormat detect(const fs::path& path) {
+  if (fs::is_directory(path) || is_event_file(path)) return MetricsFormat::kTfEvents;
+  const std::string ext = extension(path);
+  if (ext == ".jsonl" || ext == ".ndjson") return MetricsFormat::kJsonLines;
+  if (ext == ".csv") return MetricsFormat::kCsv;
+  throw InputError(
+      fmt::format("{}: cannot tell the format from the name; pass --format tfevents, jsonl or csv",
+                  path.string()));
+}
+
+const char* producer_name(MetricsFormat format) {
+  switch (format) {
+    case MetricsFormat::kTfEvents:
+      return "import:tensorboard";
+    case MetricsFormat::kJsonLines:
+      return "import:jsonl";
+    default:
+      return "import:csv";
+  }
+}
+
+// Adds one value; the same step twice must carry the same value (a resumed writer may repeat).
+void add(MetricSeries& series, const std::string& name, int64_t step, double value,
+         const std::string& where) {
+  auto [it, inserted] = series[name].emplace(step, value);
+  if (!inserted && !(it->second == value || (std::isnan(it->second) && std::isnan(value)))) {
+    throw InputError(
+        fmt::format("{}: '{}' at step {} is {} here but {} earlier; one value per "
+                    "step (keep one run per file)",
+                    where, name, step, value, it->second));
+  }
+}
+
+void read_tfevents(const fs::path& path, MetricSeries& series) {
+  std::vector<fs::path> files;
+  if (fs::is_directory(path)) {
+    for (const auto& entry : fs::directory_iterator(path)) {
+      if (is_event_file(entry.path())) files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) {
+      throw InputError(
+          fmt::format("{}: no events.out.tfevents.* file in this directory", path.string()));
+    }
+  } else {
+    files.push_back(path);
+  }
+  for (const fs::path& file : files) {
+    for (const EventScalar& scalar : read_event_file(file).scalars) {
+      add(series, scalar.tag, scalar.step, scalar.value, file.string());
+    }
+  }
+}
+
+void read_json_lines(const fs::path& path, MetricSeries& series) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("{}: cannot open", path.string()));
+  std::string text;
+  for (size_t number = 1; std::getline(in, text); ++number) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("{} line {}", path.string(), number);
+    nlohmann::json line;
+    try {
+      line = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& error) {
+      throw InputError(fmt::format("{}, column {}: not valid JSON", where, error.byte));
+    }
+    if (!line.is_object() || !line.contains("step") || !line["step"].is_number_integer()) {
+      throw InputError(fmt::format("{}: expected an object with an integer \"step\"", where));
+    }
+    const int64_t step = line["step"].get<int64_t>();
+    for (const auto& [name, value] : line.items()) {
+      if (name == "step") continue;
+      if (value.is_number()) add(series, name, step, value.get<double>(), where);
+      // "NaN" / "Infinity" as parity's own run directories write them.
+      if (value.is_string()) {
+        const std::string word = value.get<std::string>();
+        if (word == "NaN") add(series, name, step, std::nan(""), where);
+        if (word == "Infinity") add(series, name, step, HUGE_VAL, where);
+        if (word == "-Infinity") add(series, name, step, -HUGE_VAL, where);
+      }
+    }
+  }
+}
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cell;
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      cells.push_back(cell);
+      cell.clear();
+    } else if (c != '\r') {
+      cell.push_back(c);
+    }
+  }
+  cells.push_back(cell);
+  return cells;
+}
+
+void read_csv(const fs::path& path, MetricSeries& series) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("{}: cannot open", path.string()));
+  std::string text;
+  if (!std::getline(in, text)) throw InputError(fmt::format("{}: empty file", path.string()));
+  const std::vector<std::string> header = split_csv(text);
+  const auto step_column = std::find(header.begin(), header.end(), "step");
+  if (step_column == header.end()) {
+    throw InputError(fmt::format("{} line 1: the header has no \"step\" column (found: {})",
+                                 path.string(), fmt::join(header, ", ")));
+  }
+  const auto step_at = static_cast<size_t>(step_column - header.begin());
+  for (size_t number = 2; std::getline(in, text); ++number) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::vector<std::string> cells = split_csv(text);
+    const std::string where = fmt::format("{} line {}", path.string(), number);
+    if (cells.size() != header.size()) {
+      throw InputError(
+          fmt::format("{}: {} cells where the header has {}", where, cells.size(), header.size()));
+    }
+    const auto number_at = [&](size_t column) {
+      const std::string& cell = cells[column];
+      char* end = nullptr;
+      const double value = std::strtod(cell.c_str(), &end);
+      if (cell.empty() || *end != '\0') {
+        throw InputError(fmt::format("{}, column {} ({}): '{}' is not a number", where, column + 1,
+                                     header[column], cell));
+      }
+      return value;
+    };
+    const double step = number_at(step_at);
+    if (step != std::floor(step)) {
+      throw InputError(fmt::format("{}: step '{}' is not an integer", where, cells[step_at]));
+    }
+    for (size_t column = 0; column < header.size(); ++column) {
+      if (column == step_at || cells[column].empty()) continue;  // empty: not logged this step
+      add(series, header[column], static_cast<int64_t>(step), number_at(column), where);
+    }
+  }
+}
+
+const std::vector<std::string>& metric_names() {
+  static const std::vector<std::string> names = {"loss", "grad_norm", "param_norm", "lr"};
+  return names;
+}
+
+}  // namespace
+
+MetricSeries read_metrics(const fs::path& path, MetricsFormat format) {
+  if (!fs::exists(path)) throw InputError(fmt::format("{}: no such file", path.string()));
+  if (format == MetricsFormat::kAuto) format = detect(path);
+  MetricSeries series;
+  if (format == MetricsFormat::kTfEvents) read_tfevents(path, series);
+  if (format == MetricsFormat::kJsonLines) read_json_lines(path, series);
+  if (format == MetricsFormat::kCsv) read_csv(path, series);
+  return series;
+}
+
+ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request) {
+  const MetricsFormat format =
+      request.format == MetricsFormat::kAuto ? detect(request.source) : request.format;
+  const MetricSeries series = read_metrics(request.source, format);
+  std::vector<std::string> found;
+  for (const auto& entry : series) found.push_back(entry.first);
+  if (!request.mapping.count("loss")) {
+    throw InputError(fmt::format("--map loss=NAME is required; {} logs: {}",
+                                 request.source.string(), fmt::join(found, ", ")));
+  }
+  for (const auto& [metric, name] : request.mapping) {
+    if (std::find(metric_names().begin(), metric_names().end(), metric) == metric_names().end()) {
+      throw InputError(fmt::format("--map {}={}: '{}' is not a run-directory metric; use {}",
+                                   metric, name, metric, fmt::join(metric_names(), ", ")));
+    }
+    if (!series.count(name)) {
+      throw InputError(fmt::format("--map {}={}: {} logs no '{}'; it logs: {}", metric, name,
+                                   request.source.string(), name, fmt::join(found, ", ")));
+    }
+  }
+
+  ImportSummary summary;
+  summary.producer = producer_name(format);
+  RunInfo info = run_info_for_case(spec, summary.producer);
+  RunDirWriter writer(request.out_dir, info, request.overwrite);
+  const auto value_at = [&](const std::string& metric, int64_t step) {
+    const auto mapped = request.mapping.find(metric);
+    if (mapped == request.mapping.end()) return 0.0;
+    const auto& values = series.at(mapped->second);
+    const auto found_value = values.find(step);
+    return found_value == values.end() ? 0.0 : found_value->second;
+  };
+  for (const auto& [step, loss] : series.at(request.mapping.at("loss"))) {
+    StepMetrics metrics;
+    metrics.step = step;
+    metrics.loss = loss;
+    metrics.grad_norm = value_at("grad_norm", step);
+    metrics.param_norm = value_at("param_norm", step);
+    metrics.lr = value_at("lr", step);
+    writer.append_step(metrics);
+    ++summary.steps;
+  }
+  writer.finish();
+  return summary;
+}
+
+}  // namespace parity::interop

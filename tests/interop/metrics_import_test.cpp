@@ -1,0 +1,138 @@
+// `parity import metrics`: a real ddp_ref run's losses, logged the way training scripts log them
+// (JSON Lines, CSV), come back as a run directory that compare finds identical to the run, and
+// TensorBoard scalars from a real SummaryWriter file become the loss curve. Bad files are refused
+// with the file, the line and the fix.
+#include "parity/interop/metrics_import.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "command.h"
+#include "parity/common/case_spec.h"
+#include "parity/common/error.h"
+#include "parity/common/run_dir.h"
+#include "parity/compare/compare.h"
+#include "test_files.h"
+
+namespace parity::interop {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kOverrides = {"train.steps=6", "data.per_replica_batch=16",
+                                             "train.record_steps=[0]"};
+
+CaseSpec small_case() { return load_case("mlp2-fmnist", kOverrides); }
+
+// A real ddp_ref run of the small case, made once per test program (removed at exit).
+const std::filesystem::path& ddp_run() {
+  static const testing::TempDir dir;
+  static const std::filesystem::path out = [] {
+    std::string sets;
+    for (const std::string& set : kOverrides) sets += " --set " + set;
+    const auto result = testing::run_command(
+        fmt::format("{} ddp mlp2-fmnist{} --quiet --overwrite --out {}", PARITY_EXECUTABLE, sets,
+                    dir.path("ddp").string()),
+        300);
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    return dir.path("ddp");
+  }();
+  return out;
+}
+
+// The run's per-step losses and grad norms as a script would log them.
+void write_logs(const RunDir& run, const std::filesystem::path& jsonl,
+                const std::filesystem::path& csv) {
+  std::ofstream lines(jsonl);
+  std::ofstream table(csv);
+  table << "epoch,step,train/loss,grad_norm\n";
+  for (const StepMetrics& step : run.steps) {
+    lines << fmt::format("{{\"step\": {}, \"train/loss\": {:.17g}, \"grad_norm\": {:.17g}}}\n",
+                         step.step, step.loss, step.grad_norm);
+    table << fmt::format("0,{},{:.17g},{:.17g}\n", step.step, step.loss, step.grad_norm);
+  }
+}
+
+TEST(MetricsImport, ARunsLossesLoggedAsJsonLinesOrCsvCompareIdenticalToTheRun) {
+  testing::TempDir dir;
+  const RunDir original = read_run_dir(ddp_run());
+  write_logs(original, dir.path("log.jsonl"), dir.path("log.csv"));
+  for (const std::string source : {"log.jsonl", "log.csv"}) {
+    MetricsImport request;
+    request.source = dir.path(source);
+    request.mapping = {{"loss", "train/loss"}, {"grad_norm", "grad_norm"}};
+    request.out_dir = dir.path(source + ".run");
+    const ImportSummary summary = import_metrics(small_case(), request);
+    EXPECT_EQ(summary.steps, 6) << source;
+
+    const RunDir imported = read_run_dir(request.out_dir);
+    EXPECT_EQ(imported.info.case_hash, original.info.case_hash) << source;
+    const compare::ComparisonResult result =
+        compare::compare_run_dirs(request.out_dir, ddp_run(), {});
+    const auto loss = std::find_if(result.checks.begin(), result.checks.end(),
+                                   [](const compare::Check& c) { return c.id == "loss_curve"; });
+    ASSERT_NE(loss, result.checks.end());
+    EXPECT_EQ(loss->status, compare::CheckStatus::kPass) << source << ": " << loss->summary;
+    EXPECT_THAT(loss->summary, HasSubstr("worst |A - B| 0 ")) << source;
+  }
+}
+
+TEST(MetricsImport, SummaryWriterScalarsBecomeTheLossCurve) {
+  testing::TempDir dir;
+  MetricsImport request;
+  request.source = std::filesystem::path(PARITY_TFEVENTS_DIR) / "pytorch-summarywriter";
+  request.mapping = {{"loss", "strict/foo"}};
+  request.out_dir = dir.path("run");
+  EXPECT_EQ(import_metrics(small_case(), request).steps, 100);
+  const RunDir run = read_run_dir(request.out_dir);
+  EXPECT_EQ(run.info.producer, "import:tensorboard");
+  EXPECT_EQ(run.info.status, "complete");
+  // expected.json's first two scalars: steps 0 and 5.
+  EXPECT_EQ(run.steps.at(0).loss, 1.4962565898895264);
+  EXPECT_EQ(run.steps.at(1).step, 5);
+  EXPECT_EQ(run.steps.at(1).loss, 1.7682218551635742);
+}
+
+std::string import_error(const std::filesystem::path& source, const std::string& loss_name) {
+  MetricsImport request;
+  request.source = source;
+  request.mapping = {{"loss", loss_name}};
+  request.out_dir = source.string() + ".run";
+  try {
+    import_metrics(small_case(), request);
+  } catch (const InputError& error) {
+    EXPECT_FALSE(std::filesystem::exists(request.out_dir / "run.json"));  // nothing written
+    return error.what();
+  }
+  return "no error";
+}
+
+TEST(MetricsImport, BadLogsAreRefusedWithTheFileLineAndFix) {
+  testing::TempDir dir;
+  std::ofstream(dir.path("cell.csv")) << "step,loss\n0,0.5\n1,oops\n";
+  EXPECT_THAT(import_error(dir.path("cell.csv"), "loss"),
+              HasSubstr("cell.csv line 3, column 2 (loss): 'oops' is not a number"));
+  std::ofstream(dir.path("nostep.csv")) << "iteration,loss\n0,0.5\n";
+  EXPECT_THAT(import_error(dir.path("nostep.csv"), "loss"),
+              HasSubstr("nostep.csv line 1: the header has no \"step\" column (found: "
+                        "iteration, loss)"));
+  std::ofstream(dir.path("broken.jsonl")) << "{\"step\": 0, \"loss\": 0.5}\n{\"step\": 1, \n";
+  EXPECT_THAT(import_error(dir.path("broken.jsonl"), "loss"),
+              HasSubstr("broken.jsonl line 2, column"));
+  std::ofstream(dir.path("twice.jsonl")) << "{\"step\": 0, \"loss\": 0.5}\n"
+                                            "{\"step\": 0, \"loss\": 0.7}\n";
+  EXPECT_THAT(import_error(dir.path("twice.jsonl"), "loss"),
+              HasSubstr("'loss' at step 0 is 0.7 here but 0.5 earlier"));
+  std::ofstream(dir.path("ok.jsonl")) << "{\"step\": 0, \"train_loss\": 0.5}\n";
+  EXPECT_THAT(import_error(dir.path("ok.jsonl"), "loss"),
+              HasSubstr("logs no 'loss'; it logs: train_loss"));
+  std::ofstream(dir.path("notes.txt")) << "loss 0.5\n";
+  EXPECT_THAT(import_error(dir.path("notes.txt"), "loss"),
+              HasSubstr("pass --format tfevents, jsonl or csv"));
+}
+
+}  // namespace
+}  // namespace parity::interop
