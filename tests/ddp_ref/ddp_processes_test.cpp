@@ -85,13 +85,16 @@ TEST_F(DdpProcesses, ProcessesStartedWithTorchrunVariablesJoinAsTheirRanks) {
   for (int rank = 0; rank < 4; ++rank) {
     launches += fmt::format(
         "RANK={0} LOCAL_RANK={0} WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT={1} "
-        "{2} ddp {3} --init {4} --out {5} & ",
+        "{2} ddp {3} --init {4} --out {5} & pids=\"$pids $!\"; ",
         rank, port, kParity, kCaseArgs, (dir_ / "init.safetensors").string(),
         (dir_ / "torchrun").string());
   }
-  // Each background job's status is collected so that a failing rank fails the test.
-  auto result =
-      testing::run_command(launches + "s=0; for j in 1 2 3 4; do wait -n || s=1; done; exit $s");
+  // Each rank's status is collected by its pid, so that a failing rank fails the test. (`wait
+  // -n` in a loop was not reliable: a job that ended before the loop could be missed, and the
+  // test failed with every rank successful.)
+  auto result = testing::run_command(
+      launches + "s=0; for p in $pids; do wait $p || { echo \"rank pid $p failed\"; s=1; }; "
+                 "done; exit $s");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   expect_bitwise_equal_runs(dir_ / "threads", dir_ / "torchrun");
 }
