@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "command.h"
+#include "parity/common/loopback_port.h"
 #include "parity/common/run_dir.h"
 
 namespace parity {
@@ -64,17 +65,17 @@ TEST(DdpFaults, TorchrunRankThatNeverStartsIsNamedAfterTheTimeout) {
   auto init = testing::run_command(
       fmt::format("{} init mlp2-fmnist --out {}", kParity, (dir / "init.safetensors").string()));
   ASSERT_EQ(init.exit_code, 0) << init.output;
-  const int port = 40000 + static_cast<int>(getpid() % 20000);
+  const int port = free_loopback_port();
   std::string launches;
   for (int rank = 0; rank < 3; ++rank) {  // rank 3 of 4 is never started
     launches += fmt::format(
         "RANK={0} WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT={1} {2} ddp {3} --init {4} "
-        "--out {5} --timeout 3 & ",
+        "--out {5} --timeout 3 & pids=\"$pids $!\"; ",
         rank, port, kParity, kCaseArgs, (dir / "init.safetensors").string(),
         (dir / "run").string());
   }
   auto result =
-      testing::run_command(launches + "s=0; for j in 1 2 3; do wait -n || s=1; done; exit $s", 120);
+      testing::run_command(launches + "s=0; for p in $pids; do wait $p || s=1; done; exit $s", 120);
   EXPECT_NE(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, HasSubstr("rank 3 (never joined)"));
   expect_incomplete_after(dir / "run", 0, "rank 3 (never joined)");
