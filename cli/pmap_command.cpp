@@ -62,14 +62,15 @@ void register_pmap_command(CLI::App& app) {
     const int64_t processes = arguments->nproc > 0 ? arguments->nproc : spec.parallel.processes;
     if (processes > 1 && !cases::pmap_process_from_environment()) {
       if (processes != spec.parallel.processes) {
-        throw InputError(fmt::format("--nproc {}: the case says parallel.processes = {}; use "
-                                     "--set parallel.processes={} to change it",
-                                     processes, spec.parallel.processes, processes));
+        throw InputError(
+            fmt::format("--nproc {}: the case says parallel.processes = {}; use "
+                        "--set parallel.processes={} to change it",
+                        processes, spec.parallel.processes, processes));
       }
-      std::vector<std::string> child = {"pmap",   arguments->case_name, "--init",
-                                        options.init_file.string(), "--out",
-                                        options.out_dir.string(), "--program",
-                                        options.step.program, "--quiet"};
+      std::vector<std::string> child = {
+          "pmap",   arguments->case_name,     "--init",    options.init_file.string(),
+          "--out",  options.out_dir.string(), "--program", options.step.program,
+          "--quiet"};
       for (const std::string& override_text : arguments->overrides) {
         child.insert(child.end(), {"--set", override_text});
       }
@@ -77,14 +78,17 @@ void register_pmap_command(CLI::App& app) {
       if (arguments->float64) child.push_back("--float64");
       if (arguments->check_replicas) child.push_back("--check-replicas");
       child.insert(child.end(), {"--timeout", fmt::format("{}", arguments->timeout_seconds)});
-      cases::launch_pmap_processes(processes, "/proc/self/exe", child,
-                                   arguments->timeout_seconds);
+      cases::launch_pmap_processes(processes, "/proc/self/exe", child, arguments->timeout_seconds);
       print_summary("parity pmap", options.out_dir,
                     fmt::format("{} devices in {} processes", spec.parallel.replicas, processes));
       return;
     }
     cases::run_pmap(spec, options);
-    if (options.quiet && cases::pmap_process_from_environment()) return;
+    // Process 0 writes the run directory; the others have nothing of their own to summarise.
+    if (const auto process = cases::pmap_process_from_environment();
+        process && process->index != 0) {
+      return;
+    }
     print_summary("parity pmap", options.out_dir,
                   fmt::format("{} devices", spec.parallel.replicas));
   });
