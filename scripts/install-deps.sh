@@ -14,6 +14,8 @@ packages=(
   libcli11-dev                              # the `parity` command line
   libfmt-dev                                # message formatting
   zlib1g-dev                                # gzip'd IDX files of Fashion-MNIST
+  libzip-dev                                # .npz archives (zip, stored or deflated) of tensors
+  python3-torch python3-numpy               # real PyTorch DDP runs through interop/python's helper
   libgtest-dev libgmock-dev                 # tests
   libbenchmark-dev                          # bench/
   chromium                                  # the browser test renders report.html headless
