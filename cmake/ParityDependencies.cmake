@@ -15,6 +15,17 @@ parity_find_package(tomlplusplus libtomlplusplus-dev)
 parity_find_package(CLI11 libcli11-dev)
 parity_find_package(fmt libfmt-dev)
 parity_find_package(ZLIB zlib1g-dev)
+# libzip through pkg-config: Debian 12's libzip CMake config names command-line tools
+# (/usr/bin/zipcmp, ...) that libzip-dev does not install, and fails when they are absent.
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(LIBZIP QUIET IMPORTED_TARGET libzip)
+endif()
+if(NOT LIBZIP_FOUND)
+  message(FATAL_ERROR
+    "parity: libzip not found through pkg-config. Install the Debian packages 'libzip-dev' and "
+    "'pkg-config' (or run scripts/install-deps.sh, which installs everything).")
+endif()
 parity_find_package(Threads libc6-dev)
 parity_find_package(Torch libtorch-dev)
 parity_find_package(Gloo libgloo-dev)

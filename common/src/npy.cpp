@@ -26,7 +26,7 @@
 namespace parity {
 namespace {
 
-using tensor_file::BoundedFileReader;
+using tensor_file::BoundedReader;
 
 constexpr std::string_view kMagic = "\x93NUMPY";
 constexpr size_t kVersionNumBytes = 2;
@@ -69,7 +69,7 @@ struct NpyPrefix {
   size_t header_num_bytes = 0;  // as the length field says, checked to fit in the file
 };
 
-NpyPrefix read_prefix(BoundedFileReader& file) {
+NpyPrefix read_prefix(BoundedReader& file) {
   constexpr size_t kMinPrefixNumBytes = kMagic.size() + kVersionNumBytes + 2;
   if (file.file_num_bytes() < kMinPrefixNumBytes) {
     file.fail("file is " + std::to_string(file.file_num_bytes()) + " bytes, shorter than the " +
@@ -123,7 +123,7 @@ struct NpyHeader {
 // are kept: trailing commas are allowed, and "(3)" is an int, not a tuple.
 class HeaderParser {
  public:
-  HeaderParser(BoundedFileReader& file, std::string_view text) : file_(file), text_(text) {}
+  HeaderParser(BoundedReader& file, std::string_view text) : file_(file), text_(text) {}
 
   NpyHeader parse() {
     NpyHeader header;
@@ -275,14 +275,14 @@ class HeaderParser {
     return shape;
   }
 
-  BoundedFileReader& file_;
+  BoundedReader& file_;
   std::string_view text_;
   size_t position_ = 0;
 };
 
 // ---- descr and data -----------------------------------------------------------------------
 
-DType dtype_from_descr(BoundedFileReader& file, const std::string& descr) {
+DType dtype_from_descr(BoundedReader& file, const std::string& descr) {
   for (const DescrInfo& info : kDescrs) {
     bool one_byte = info.descr[0] == '|';
     bool same_kind_and_size = descr.size() == 3 && descr.substr(1) == info.descr.substr(1);
@@ -375,10 +375,7 @@ std::string make_prefix_and_header(const HostTensor& tensor, std::string_view de
   throw InternalError("npy header does not fit a 4-byte length");
 }
 
-}  // namespace
-
-HostTensor read_npy(const std::filesystem::path& path) {
-  BoundedFileReader file(path, kFormat);
+HostTensor read_npy_from(BoundedReader& file) {
   NpyPrefix prefix = read_prefix(file);
   std::string header_text(prefix.header_num_bytes, '\0');
   file.read_at(prefix.header_begin, header_text.data(), header_text.size());
@@ -405,6 +402,18 @@ HostTensor read_npy(const std::filesystem::path& path) {
     tensor.bytes = fortran_to_row_major(tensor.shape, dtype_num_bytes(tensor.dtype), tensor.bytes);
   }
   return tensor;
+}
+
+}  // namespace
+
+HostTensor read_npy(const std::filesystem::path& path) {
+  BoundedReader file(path, kFormat);
+  return read_npy_from(file);
+}
+
+HostTensor parse_npy(std::string_view bytes, const std::string& origin) {
+  BoundedReader file(origin, kFormat, bytes);
+  return read_npy_from(file);
 }
 
 void write_npy(const std::filesystem::path& path, const HostTensor& tensor) {

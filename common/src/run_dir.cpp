@@ -261,28 +261,6 @@ void write_text_file_atomically(const fs::path& path, const std::string& text) {
   }
 }
 
-fs::path tensor_file_path(const fs::path& dir, int64_t step) {
-  char name[64];
-  std::snprintf(name, sizeof name, "step_%06lld.safetensors", static_cast<long long>(step));
-  return dir / kTensorsDir / name;
-}
-
-// "step_000012.safetensors" -> 12; nullopt for any other name (temp files, stray files).
-std::optional<int64_t> step_of_tensor_file(const std::string& name) {
-  const std::string prefix = "step_";
-  const std::string suffix = ".safetensors";
-  if (name.size() <= prefix.size() + suffix.size()) return std::nullopt;
-  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
-  if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return std::nullopt;
-  const std::string digits =
-      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.size() > 18 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  return std::stoll(digits);
-}
-
 // ---------------------------------------------------------------------------------------------
 // RunInfo <-> JSON.
 
@@ -494,7 +472,7 @@ std::vector<int64_t> list_tensor_steps(const fs::path& dir) {
   if (!fs::is_directory(tensors_dir, error)) return steps;
   for (const auto& entry : fs::directory_iterator(tensors_dir)) {
     if (!entry.is_regular_file()) continue;
-    if (const auto step = step_of_tensor_file(entry.path().filename().string()))
+    if (const auto step = step_of_tensor_file(entry.path().filename().string(), ".safetensors"))
       steps.push_back(*step);
   }
   std::sort(steps.begin(), steps.end());
@@ -502,6 +480,26 @@ std::vector<int64_t> list_tensor_steps(const fs::path& dir) {
 }
 
 }  // namespace
+
+fs::path step_tensors_path(const fs::path& dir, int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step_%06lld.safetensors", static_cast<long long>(step));
+  return dir / kTensorsDir / name;
+}
+
+std::optional<int64_t> step_of_tensor_file(const std::string& name, const std::string& suffix) {
+  const std::string prefix = "step_";
+  if (name.size() <= prefix.size() + suffix.size()) return std::nullopt;
+  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return std::nullopt;
+  const std::string digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return std::stoll(digits);
+}
 
 // ---------------------------------------------------------------------------------------------
 // RunDirWriter.
@@ -553,7 +551,7 @@ void RunDirWriter::append_step(const StepMetrics& metrics) {
 }
 
 void RunDirWriter::write_tensors(int64_t step, const NamedTensors& tensors) {
-  write_safetensors(tensor_file_path(dir_, step), tensors,
+  write_safetensors(step_tensors_path(dir_, step), tensors,
                     {{"step", std::to_string(step)}, {"producer", info_.producer}});
 }
 
@@ -605,7 +603,7 @@ RunDir read_run_dir(const std::filesystem::path& dir) {
 }
 
 NamedTensors read_step_tensors(const std::filesystem::path& dir, int64_t step) {
-  const fs::path path = tensor_file_path(dir, step);
+  const fs::path path = step_tensors_path(dir, step);
   if (!fs::is_regular_file(path)) {
     std::ostringstream message;
     message << "no tensors recorded at step " << step << " in " << dir.string() << " (no "

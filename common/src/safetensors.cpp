@@ -24,7 +24,7 @@ namespace parity {
 namespace {
 
 using nlohmann::json;
-using tensor_file::BoundedFileReader;
+using tensor_file::BoundedReader;
 
 constexpr size_t kHeaderLengthNumBytes = 8;
 // The reference rejects headers above 100 MB (MAX_HEADER_SIZE = 100_000_000).
@@ -48,7 +48,7 @@ std::string offsets_to_string(size_t begin, size_t end) {
 // ---- reading ------------------------------------------------------------------------------
 
 // Returns N, the header's length, after checking that the header fits in the file.
-size_t read_header_num_bytes(BoundedFileReader& file) {
+size_t read_header_num_bytes(BoundedReader& file) {
   if (file.file_num_bytes() < kHeaderLengthNumBytes) {
     file.fail("file is " + std::to_string(file.file_num_bytes()) +
               " bytes, shorter than the 8-byte header length that starts every safetensors file");
@@ -70,7 +70,7 @@ size_t read_header_num_bytes(BoundedFileReader& file) {
   return static_cast<size_t>(header_num_bytes);
 }
 
-json parse_header_json(BoundedFileReader& file, size_t header_num_bytes) {
+json parse_header_json(BoundedReader& file, size_t header_num_bytes) {
   std::string header_text(header_num_bytes, '\0');
   file.read_at(kHeaderLengthNumBytes, header_text.data(), header_num_bytes);
   json header;
@@ -86,7 +86,7 @@ json parse_header_json(BoundedFileReader& file, size_t header_num_bytes) {
   return header;
 }
 
-std::map<std::string, std::string> parse_metadata(BoundedFileReader& file, const json& header) {
+std::map<std::string, std::string> parse_metadata(BoundedReader& file, const json& header) {
   std::map<std::string, std::string> metadata;
   auto found = header.find(kMetadataKey);
   if (found == header.end()) return metadata;
@@ -105,12 +105,12 @@ std::map<std::string, std::string> parse_metadata(BoundedFileReader& file, const
 }
 
 // Fails with a message naming the tensor.
-[[noreturn]] void fail_entry(BoundedFileReader& file, const std::string& name,
+[[noreturn]] void fail_entry(BoundedReader& file, const std::string& name,
                              const std::string& problem) {
   file.fail("tensor '" + name + "': " + problem);
 }
 
-const json& entry_field(BoundedFileReader& file, const std::string& name, const json& entry,
+const json& entry_field(BoundedReader& file, const std::string& name, const json& entry,
                         const char* key, const char* expected) {
   auto found = entry.find(key);
   if (found == entry.end()) {
@@ -119,7 +119,7 @@ const json& entry_field(BoundedFileReader& file, const std::string& name, const 
   return *found;
 }
 
-DType parse_dtype(BoundedFileReader& file, const std::string& name, const json& entry) {
+DType parse_dtype(BoundedReader& file, const std::string& name, const json& entry) {
   const json& value = entry_field(file, name, entry, "dtype", "a dtype string such as \"F32\"");
   if (!value.is_string()) {
     fail_entry(file, name,
@@ -136,7 +136,7 @@ DType parse_dtype(BoundedFileReader& file, const std::string& name, const json& 
   return *dtype;
 }
 
-Shape parse_shape(BoundedFileReader& file, const std::string& name, const json& entry) {
+Shape parse_shape(BoundedReader& file, const std::string& name, const json& entry) {
   const json& value = entry_field(file, name, entry, "shape", "an array of dimensions");
   if (!value.is_array()) {
     fail_entry(file, name,
@@ -163,7 +163,7 @@ Shape parse_shape(BoundedFileReader& file, const std::string& name, const json& 
 }
 
 // Fills entry.begin/end from "data_offsets" and checks begin <= end <= data_num_bytes.
-void parse_offsets(BoundedFileReader& file, const json& json_entry, size_t data_num_bytes,
+void parse_offsets(BoundedReader& file, const json& json_entry, size_t data_num_bytes,
                    TensorEntry& entry) {
   const json& value = entry_field(file, entry.name, json_entry, "data_offsets", "[begin, end]");
   bool valid = value.is_array() && value.size() == 2 && value[0].is_number_unsigned() &&
@@ -188,7 +188,7 @@ void parse_offsets(BoundedFileReader& file, const json& json_entry, size_t data_
   entry.end = static_cast<size_t>(end);
 }
 
-TensorEntry parse_entry(BoundedFileReader& file, const std::string& name, const json& json_entry,
+TensorEntry parse_entry(BoundedReader& file, const std::string& name, const json& json_entry,
                         size_t data_num_bytes) {
   if (!json_entry.is_object()) {
     fail_entry(file, name,
@@ -218,7 +218,7 @@ TensorEntry parse_entry(BoundedFileReader& file, const std::string& name, const 
 
 // Checks that the entries, sorted by offsets, tile [0, data_num_bytes) exactly (see the
 // vocabulary at the top). Sorts `entries` by offset.
-void check_layout(BoundedFileReader& file, std::vector<TensorEntry>& entries,
+void check_layout(BoundedReader& file, std::vector<TensorEntry>& entries,
                   size_t data_num_bytes) {
   std::sort(entries.begin(), entries.end(), [](const TensorEntry& a, const TensorEntry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
@@ -302,7 +302,7 @@ std::string make_header_text(const std::filesystem::path& path, const NamedTenso
 }  // namespace
 
 SafetensorsFile read_safetensors(const std::filesystem::path& path) {
-  BoundedFileReader file(path, kFormat);
+  BoundedReader file(path, kFormat);
   size_t header_num_bytes = read_header_num_bytes(file);
   json header = parse_header_json(file, header_num_bytes);
   size_t data_begin = kHeaderLengthNumBytes + header_num_bytes;

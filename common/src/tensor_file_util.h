@@ -16,6 +16,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include "parity/common/error.h"
@@ -66,29 +67,39 @@ inline void append_le(uint64_t value, size_t num_bytes, std::string& out) {
     out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
 
-// A file opened for bounded reads: every read is checked against the size the file had when
-// it was opened, so a damaged length field can never make us read past the end.
-class BoundedFileReader {
+// A file (or a file's bytes already in memory, such as an .npz member) opened for bounded
+// reads: every read is checked against the size the source had when it was opened, so a
+// damaged length field can never make us read past the end.
+class BoundedReader {
  public:
-  // `format` names the file kind in messages ("safetensors file").
-  BoundedFileReader(const std::filesystem::path& path, std::string format)
-      : path_(path), format_(std::move(format)) {
+  // `format` names the source kind in messages ("safetensors file").
+  BoundedReader(const std::filesystem::path& path, std::string format)
+      : origin_("'" + path.string() + "'"), format_(std::move(format)) {
     std::error_code error;
-    file_num_bytes_ = static_cast<size_t>(std::filesystem::file_size(path, error));
+    num_bytes_ = static_cast<size_t>(std::filesystem::file_size(path, error));
     if (error) fail("cannot read it: " + error.message());
     stream_.open(path, std::ios::binary);
     if (!stream_) fail(std::string("cannot open it for reading: ") + std::strerror(errno));
   }
+  // Reads `bytes`, which must outlive the reader; `origin` names them in messages
+  // ("'weights.npz' member 'dense0.npy'").
+  BoundedReader(std::string origin, std::string format, std::string_view bytes)
+      : origin_(std::move(origin)), format_(std::move(format)), memory_(bytes),
+        num_bytes_(bytes.size()) {}
 
-  size_t file_num_bytes() const { return file_num_bytes_; }
+  size_t file_num_bytes() const { return num_bytes_; }
 
   // Reads [offset, offset + num_bytes) into `out`; the caller has checked the range, so a
   // range past the end here means the file shrank while we read it.
   void read_at(size_t offset, void* out, size_t num_bytes) {
     if (num_bytes == 0) return;
-    if (offset > file_num_bytes_ || num_bytes > file_num_bytes_ - offset) {
+    if (offset > num_bytes_ || num_bytes > num_bytes_ - offset) {
       fail("read of " + std::to_string(num_bytes) + " bytes at offset " + std::to_string(offset) +
-           " is past the end of the file (" + std::to_string(file_num_bytes_) + " bytes)");
+           " is past the end of the file (" + std::to_string(num_bytes_) + " bytes)");
+    }
+    if (!stream_.is_open()) {
+      std::memcpy(out, memory_.data() + offset, num_bytes);
+      return;
     }
     stream_.seekg(static_cast<std::streamoff>(offset));
     stream_.read(static_cast<char*>(out), static_cast<std::streamsize>(num_bytes));
@@ -99,13 +110,14 @@ class BoundedFileReader {
   }
 
   [[noreturn]] void fail(const std::string& problem) const {
-    throw InputError(format_ + " '" + path_.string() + "': " + problem);
+    throw InputError(format_ + " " + origin_ + ": " + problem);
   }
 
  private:
-  std::filesystem::path path_;
+  std::string origin_;
   std::string format_;
-  size_t file_num_bytes_ = 0;
+  std::string_view memory_;
+  size_t num_bytes_ = 0;
   std::ifstream stream_;
 };
 

@@ -106,6 +106,11 @@ struct RunDir {
 RunDir read_run_dir(const std::filesystem::path& dir);
 NamedTensors read_step_tensors(const std::filesystem::path& dir, int64_t step);
 
+// DIR/tensors/step_NNNNNN.safetensors, the file a run records `step`'s tensors in.
+std::filesystem::path step_tensors_path(const std::filesystem::path& dir, int64_t step);
+// "step_000012" + suffix -> 12; nullopt for any other name (temp files, stray files).
+std::optional<int64_t> step_of_tensor_file(const std::string& name, const std::string& suffix);
+
 // The run.json fields every producer fills the same way from the case: its name, hash and
 // canonical text, replicas, dtype, optimizer, init seed, host, start time, parity's version.
 // processes is 1; producers add their own versions and counts.
