@@ -1,15 +1,90 @@
 // parity import metrics SRC --case CASE --out DIR --map loss=TAG ...: a real training script's
 // logged metrics as a run directory (interop/metrics_import.h).
+// parity import tensors SRC --case CASE --out DIR: its saved gradients and parameters, in
+// PyTorch's or Flax's names, as that run directory's recorded steps (interop/tensor_import.h).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <iostream>
+#include <optional>
 
 #include "commands.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/error.h"
 #include "parity/interop/metrics_import.h"
+#include "parity/interop/tensor_import.h"
 
 namespace parity::cli {
+
+namespace {
+
+void register_import_tensors(CLI::App& import) {
+  struct Arguments {
+    std::string source;
+    std::string case_name;
+    std::vector<std::string> overrides;
+    std::string out;
+    std::optional<int64_t> step;
+    std::string kind = "from-names";
+    std::string naming = "auto";
+    bool overwrite = false;
+  };
+  auto arguments = std::make_shared<Arguments>();
+  CLI::App* tensors = import.add_subcommand(
+      "tensors",
+      "Gradients and parameters saved as safetensors, .npz or .npy in PyTorch's or Flax's names "
+      "and layouts, mapped onto the case's canonical names as the run's recorded steps");
+  tensors
+      ->add_option("source", arguments->source,
+                   "a tensor file, or a directory of step_NNNNNN.safetensors / .npz files (what "
+                   "interop/python's helpers write under tensors/)")
+      ->required();
+  tensors->add_option("--case", arguments->case_name, "the case the run trained")->required();
+  tensors->add_option("--set", arguments->overrides, "override a case key, as the run did");
+  tensors
+      ->add_option("--out", arguments->out,
+                   "the run directory (of the same case) to add the tensors to; `parity import "
+                   "metrics` makes it")
+      ->required();
+  tensors->add_option("--step", arguments->step, "the step a single file was saved at");
+  tensors
+      ->add_option("--kind", arguments->kind,
+                   "from-names: the file holds params/... and grads/... tensors; params or grads: "
+                   "the whole file is that")
+      ->check(CLI::IsMember({"from-names", "params", "grads"}));
+  tensors
+      ->add_option("--naming", arguments->naming,
+                   "auto (by the leaf names), torch (Linear weight (out, in)...) or flax (Dense "
+                   "kernel (in, out)...; parity's canonical names read as Flax's)")
+      ->check(CLI::IsMember({"auto", "torch", "flax"}));
+  tensors->add_flag("--overwrite", arguments->overwrite,
+                    "replace tensors the run already recorded under the same names");
+  tensors->callback([arguments] {
+    interop::TensorImport request;
+    request.source = arguments->source;
+    request.run_dir = arguments->out;
+    request.step = arguments->step;
+    request.overwrite = arguments->overwrite;
+    request.naming = interop::param_naming_from_name(arguments->naming);
+    const std::map<std::string, interop::TensorGroups> kinds = {
+        {"from-names", interop::TensorGroups::kFromPrefixes},
+        {"params", interop::TensorGroups::kParams},
+        {"grads", interop::TensorGroups::kGrads}};
+    request.groups = kinds.at(arguments->kind);
+    const CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
+    const interop::TensorImportSummary summary = interop::import_tensors(spec, request);
+    std::cout << fmt::format(
+        "parity import tensors: {} tensors at steps {} of case {}, read as {} names -> {}\n",
+        summary.num_tensors, fmt::join(summary.steps, ", "), spec.name,
+        interop::param_naming_name(summary.naming), request.run_dir.string());
+    for (const interop::NameMapping& mapping : summary.mappings) {
+      std::cout << fmt::format("  {} <- {}{}\n", mapping.canonical, mapping.source,
+                               mapping.note.empty() ? "" : " (" + mapping.note + ")");
+    }
+  });
+}
+
+}  // namespace
 
 void register_import_command(CLI::App& app) {
   struct Arguments {
@@ -72,6 +147,7 @@ void register_import_command(CLI::App& app) {
                              summary.steps, spec.name, request.source.string(), summary.producer,
                              request.out_dir.string());
   });
+  register_import_tensors(*import);
 }
 
 }  // namespace parity::cli

@@ -10,6 +10,7 @@
 
 #include "figures.h"
 #include "parity/common/error.h"
+#include "parity/compare/tensor_diff.h"
 #include "parity/compare/tolerance.h"
 
 namespace parity::compare {
@@ -199,6 +200,16 @@ TensorScan scan_tensors(const RunDir& a, const RunDir& b, double rtol, double at
     }
   }
   return scan;
+}
+
+std::vector<TensorDelta> diff_tensor_sets(const NamedTensors& a, const NamedTensors& b,
+                                          const std::string& label_a, const std::string& label_b,
+                                          double rtol, double atol) {
+  TensorGroup group;
+  compare_group(0, a, b, "", label_a, label_b, rtol, atol, group, nullptr);
+  std::vector<TensorDelta> deltas;
+  for (const TensorComparison& comparison : group.compared) deltas.push_back(comparison.delta);
+  return deltas;
 }
 
 }  // namespace parity::compare

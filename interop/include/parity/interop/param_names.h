@@ -1,0 +1,95 @@
+// PyTorch and Flax parameter names and layouts mapped onto parity's canonical ones, so that a
+// weight file written by either framework can be compared with a run directory or with the
+// other framework's file.
+//
+// Canonical names are "<kind><i>.<leaf>", with Flax's layouts (parity's run directories use
+// them: ddp_ref exports its torch parameters this way, ddp_ref/src/model.cpp):
+//   dense<i>.kernel (in, out)           torch Linear.weight (out, in), transposed
+//   dense<i>.bias                       torch Linear.bias
+//   conv<i>.kernel (k..., in, out)      torch ConvNd.weight (out, in, k...), axes moved
+//   layernorm<i>.scale / .bias          torch LayerNorm.weight / .bias
+//   batchnorm<i>.scale / .bias / .mean / .var
+//                                       torch BatchNorm.weight / .bias / .running_mean /
+//                                       .running_var (num_batches_tracked has no Flax twin:
+//                                       listed as ignored)
+//   embed<i>.embedding                  Flax Embed.embedding (from Flax names only: a torch
+//                                       Embedding.weight is indistinguishable from a Linear
+//                                       weight without a bias)
+// Layouts from torch/nn/modules/{linear,conv,normalization,batchnorm}.py and
+// flax/linen/{linear,normalization}.py.
+//
+// A module's kind comes from its leaves and their ranks, never from its name, so user-named
+// modules ("fc1", nn.Dense(name="head")) map too. Modules of one kind are numbered in the
+// natural order of their paths ("layers.2" before "layers.10", "Dense_2" before "Dense_10"),
+// which is registration order for nn.Sequential and numbered names, and Flax's creation order
+// for its auto-named modules. Flax collection prefixes ("params/", "batch_stats/") are dropped.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "parity/common/host_tensor.h"
+
+namespace parity::interop {
+
+enum class ParamNaming { kAuto, kTorch, kFlax };
+
+// "auto", "torch", "flax"; and back (an unknown name throws InputError listing the choices).
+std::string param_naming_name(ParamNaming naming);
+ParamNaming param_naming_from_name(const std::string& name);
+
+struct NameMapping {
+  std::string source;     // the name in the file: "0.weight", "params/Dense_0/kernel"
+  std::string canonical;  // "dense0.kernel"
+  // What was done to the values ("" when taken as they are); for unmapped and ignored names,
+  // why.
+  std::string note;
+};
+
+struct CanonicalParams {
+  ParamNaming naming = ParamNaming::kAuto;  // what the source was read as
+  NamedTensors tensors;  // canonical name -> tensor in canonical layout, plus unmapped ones
+  std::vector<NameMapping> mappings;
+  // Source names no rule covers, kept under their own names so that they show up as
+  // unmatched, with why.
+  std::vector<NameMapping> unmapped;
+  std::vector<NameMapping> ignored;  // bookkeeping with no counterpart (num_batches_tracked)
+};
+
+// Maps `source` (one framework's names, without any "params/"/"grads/" group prefix of the
+// run directory). kAuto reads names with a "weight" or "running_mean" leaf as torch, names
+// with a "kernel", "scale" or "embedding" leaf as Flax (parity's own canonical names are read
+// as Flax names), and throws InputError naming `origin` when it cannot tell.
+CanonicalParams to_canonical_params(const NamedTensors& source, ParamNaming naming,
+                                    const std::string& origin);
+
+struct NamedShape {
+  std::string name;
+  Shape shape;
+};
+
+struct ShapeMismatch {
+  std::string name;
+  Shape a, b;
+};
+
+// Which canonical names two sets share, and which they do not.
+struct NameComparison {
+  std::vector<std::string> matched;  // same name and shape
+  std::vector<NamedShape> only_in_a, only_in_b;
+  std::vector<ShapeMismatch> shape_differs;
+  bool all_matched() const {
+    return only_in_a.empty() && only_in_b.empty() && shape_differs.empty();
+  }
+};
+
+NameComparison compare_param_names(const NamedTensors& a, const NamedTensors& b);
+
+// The unmatched names side by side: shape mismatches first, then what only A and only B hold,
+// row by row, each with its shape and, where a mapping renamed it, the source name; then why
+// each unmapped source name has no rule. Empty when all names match.
+std::string format_unmatched(const NameComparison& comparison, const std::string& label_a,
+                             const CanonicalParams* mapped_a, const std::string& label_b,
+                             const CanonicalParams* mapped_b);
+
+}  // namespace parity::interop

@@ -1,0 +1,171 @@
+#include "parity/interop/tensor_import.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "parity/common/error.h"
+#include "parity/common/init_params.h"
+#include "parity/common/run_dir.h"
+#include "parity/common/tensor_file.h"
+
+namespace parity::interop {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kParamsGroup = "params";
+constexpr const char* kGradsGroup = "grads";
+constexpr const char* kImportedTensorsProducer = "import:tensors";
+
+struct SourceFile {
+  fs::path path;
+  int64_t step = 0;
+};
+
+// The files to import, each with its step, in step order.
+std::vector<SourceFile> list_sources(const TensorImport& request) {
+  if (!fs::is_directory(request.source)) {
+    if (!request.step) {
+      throw InputError(fmt::format(
+          "{}: which step were these tensors saved at? Pass --step N (or import a directory of "
+          "step_NNNNNN.safetensors / step_NNNNNN.npz files)",
+          request.source.string()));
+    }
+    return {{request.source, *request.step}};
+  }
+  if (request.step) {
+    throw InputError(fmt::format(
+        "--step {}: {} is a directory, whose files name their own steps (step_NNNNNN.*); "
+        "drop --step or name one file",
+        *request.step, request.source.string()));
+  }
+  std::vector<SourceFile> sources;
+  for (const auto& entry : fs::directory_iterator(request.source)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* suffix : {".safetensors", ".npz"}) {
+      if (const auto step = step_of_tensor_file(name, suffix)) {
+        sources.push_back({entry.path(), *step});
+      }
+    }
+  }
+  std::sort(sources.begin(), sources.end(),
+            [](const SourceFile& a, const SourceFile& b) { return a.step < b.step; });
+  for (size_t i = 1; i < sources.size(); ++i) {
+    if (sources[i].step == sources[i - 1].step) {
+      throw InputError(fmt::format("{} and {} both hold step {}; keep one",
+                                   sources[i - 1].path.string(), sources[i].path.string(),
+                                   sources[i].step));
+    }
+  }
+  if (sources.empty()) {
+    throw InputError(fmt::format(
+        "{} holds no step_NNNNNN.safetensors or step_NNNNNN.npz files (what interop/python's "
+        "helpers write under tensors/)",
+        request.source.string()));
+  }
+  return sources;
+}
+
+// group ("params", "grads") -> the file's tensors of that group, names without the prefix.
+std::map<std::string, NamedTensors> split_groups(const NamedTensors& tensors,
+                                                 const TensorImport& request,
+                                                 const fs::path& path) {
+  if (request.groups != TensorGroups::kFromPrefixes) {
+    return {{request.groups == TensorGroups::kParams ? kParamsGroup : kGradsGroup, tensors}};
+  }
+  std::map<std::string, NamedTensors> groups;
+  for (const auto& [name, tensor] : tensors) {
+    const size_t slash = name.find('/');
+    const std::string group = name.substr(0, slash);
+    if (slash == std::string::npos || (group != kParamsGroup && group != kGradsGroup)) {
+      throw InputError(fmt::format(
+          "{}: tensor '{}' is under neither 'params/' nor 'grads/'; name both groups so, or say "
+          "what the whole file holds with --kind params or --kind grads",
+          path.string(), name));
+    }
+    groups[group].emplace(name.substr(slash + 1), tensor);
+  }
+  return groups;
+}
+
+}  // namespace
+
+NamedTensors read_tensor_file(const fs::path& path) {
+  const std::string extension = path.extension().string();
+  if (extension == ".safetensors") return read_safetensors(path).tensors;
+  if (extension == ".npz") return read_npz(path);
+  if (extension == ".npy") return {{path.stem().string(), read_npy(path)}};
+  throw InputError(fmt::format(
+      "{}: parity reads tensors from .safetensors, .npz (np.savez) and .npy files; save them "
+      "in one of those (torch.save's pickles cannot be read safely)",
+      path.string()));
+}
+
+TensorImportSummary import_tensors(const CaseSpec& spec, const TensorImport& request) {
+  const RunDir run = read_run_dir(request.run_dir);
+  if (run.info.case_hash != spec.hash()) {
+    throw InputError(fmt::format(
+        "{} holds a run of case {} (hash {}), not of case {} (hash {}) with these overrides; "
+        "import the tensors into the run directory of the same case",
+        request.run_dir.string(), run.info.case_name, run.info.case_hash, spec.name, spec.hash()));
+  }
+  // The canonical names and shapes of the case's model (its own initial parameters').
+  const NamedTensors expected = init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale);
+
+  TensorImportSummary summary;
+  std::map<int64_t, NamedTensors> steps;  // step -> tensors to write, run-directory names
+  std::string unmatched;
+  for (const SourceFile& source : list_sources(request)) {
+    const NamedTensors tensors = read_tensor_file(source.path);
+    for (const auto& [group, group_tensors] : split_groups(tensors, request, source.path)) {
+      const std::string origin = fmt::format("{} ({})", source.path.string(), group);
+      const CanonicalParams mapped = to_canonical_params(group_tensors, request.naming, origin);
+      if (summary.mappings.empty()) {
+        summary.naming = mapped.naming;
+        summary.mappings = mapped.mappings;
+      }
+      const NameComparison names = compare_param_names(mapped.tensors, expected);
+      if (!names.all_matched()) {
+        unmatched +=
+            fmt::format("{}, step {}:\n{}", origin, source.step,
+                        format_unmatched(names, "file", &mapped, "case " + spec.name, nullptr));
+        continue;
+      }
+      for (const auto& [name, tensor] : mapped.tensors) {
+        steps[source.step].emplace(group + "/" + name, tensor);
+        ++summary.num_tensors;
+      }
+    }
+  }
+  if (!unmatched.empty()) {
+    throw InputError(fmt::format(
+        "the tensors do not map onto case {}'s parameters; nothing was written.\n{}"
+        "Fix: save the model the case describes, or pass --naming torch|flax if the names "
+        "were read as the wrong framework's",
+        spec.name, unmatched));
+  }
+
+  for (auto& [step, tensors] : steps) {
+    const fs::path path = step_tensors_path(request.run_dir, step);
+    if (fs::exists(path)) {
+      for (auto& [name, tensor] : read_safetensors(path).tensors) {
+        if (tensors.count(name) != 0 && !request.overwrite) {
+          throw InputError(
+              fmt::format("{} already holds '{}' at step {}; pass --overwrite to replace it",
+                          path.string(), name, step));
+        }
+        tensors.emplace(name, std::move(tensor));
+      }
+    }
+  }
+  for (const auto& [step, tensors] : steps) {
+    fs::create_directories(step_tensors_path(request.run_dir, step).parent_path());
+    write_safetensors(step_tensors_path(request.run_dir, step), tensors,
+                      {{"step", std::to_string(step)}, {"producer", kImportedTensorsProducer}});
+    summary.steps.push_back(step);
+  }
+  return summary;
+}
+
+}  // namespace parity::interop
