@@ -1,0 +1,118 @@
+"""Log a PyTorch training loop (plain or DistributedDataParallel) for parity.
+
+Writes, under a log directory (parity_log_common describes the files): metrics.jsonl in the
+run directory's StepMetrics format and, at the steps you ask for,
+tensors/step_NNNNNN.safetensors holding params/<name> and grads/<name> in torch's own names and
+layouts (an nn.Sequential's first Linear gives "0.weight", shape (out, in)). Names are not
+converted: `parity import tensors` maps them onto parity's canonical names.
+
+Usage, on every rank (the call gathers each rank's loss and sample ids; only rank 0 writes):
+
+    logger = TorchRunLogger("log", record_steps=[0, -1], steps=steps)
+    for ...:
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()              # DDP all-reduces the gradients here
+        optimizer.step()
+        logger.log_step(step, model, loss, sample_ids=ids, optimizer=optimizer,
+                        step_seconds=time.perf_counter() - start)
+    logger.close()
+
+Call log_step after optimizer.step() and before the next zero_grad(): the parameters are then
+the updated ones and .grad still holds the reduced gradient (optimizers do not change .grad).
+If you clip with clip_grad_norm_, pass its return value as grad_norm= (the norm before
+clipping, as ddp_ref records it); .grad then holds the clipped gradient, and so do the tensors.
+A DDP-wrapped model is unwrapped, so names carry no "module." prefix.
+
+Metrics per step: loss is the mean over all ranks' samples (each rank's mean loss weighted by
+its batch size, as ddp_ref computes it), replica_losses each rank's mean, grad_norm the global
+L2 norm of .grad, param_norm that of the parameters, lr the optimizer's first group's lr, and,
+when sample_ids (this rank's dataset indices of the batch) are given, the digests of the global
+ids in rank order.
+"""
+
+import math
+
+import torch
+import torch.distributed as dist
+
+from parity_log_common import LogDirWriter
+
+
+def _distributed():
+    return dist.is_available() and dist.is_initialized()
+
+
+def _l2_norm(tensors):
+    """ddp_ref's global_l2_norm (ddp_ref/src/trainer.cpp) op for op: each tensor's float64 sum of
+    squares, added in parameter order, so a bit-identical run logs bit-identical norms."""
+    total = 0.0
+    for tensor in tensors:
+        total += tensor.detach().to(torch.float64).pow(2).sum().item()
+    return math.sqrt(total)
+
+
+def _as_float(value):
+    return float(value.detach().item()) if torch.is_tensor(value) else float(value)
+
+
+class TorchRunLogger:
+    def __init__(self, log_dir, *, record_steps=(), steps=None, overwrite=False):
+        self.rank = dist.get_rank() if _distributed() else 0
+        self._writer = (LogDirWriter(log_dir, record_steps, steps, overwrite)
+                        if self.rank == 0 else None)
+
+    def log_step(self, step, model, loss, *, batch_size=None, sample_ids=None, optimizer=None,
+                 lr=None, step_seconds=0.0, grad_norm=None):
+        """Collective under torch.distributed: every rank calls it with its own loss (its
+        batch's mean), batch size (default: len(sample_ids), else equal batches) and ids."""
+        loss = _as_float(loss)
+        if sample_ids is not None:
+            sample_ids = torch.as_tensor(sample_ids).reshape(-1).tolist()
+            if batch_size is None:
+                batch_size = len(sample_ids)
+        count = float(batch_size) if batch_size is not None else 1.0
+        if _distributed():
+            # Each rank's (loss * count, count) in float64, as ddp_ref's loss all-gather.
+            mine = torch.tensor([loss * count, count], dtype=torch.float64)
+            gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+            dist.all_gather(gathered, mine)
+            sums = [float(g[0]) for g in gathered]
+            counts = [float(g[1]) for g in gathered]
+            if sample_ids is not None:
+                all_ids = [None] * dist.get_world_size()
+                dist.all_gather_object(all_ids, sample_ids)
+                sample_ids = [i for ids in all_ids for i in ids]  # rank-major
+        else:
+            sums, counts = [loss * count], [count]
+        if self._writer is None:
+            return
+        # DistributedDataParallel holds the user's model as .module (torch/nn/parallel/
+        # distributed.py); its own names would all start with "module.".
+        module = getattr(model, "module", model)
+        named = list(module.named_parameters())
+        missing = [name for name, p in named if p.grad is None]
+        if missing and grad_norm is None:
+            raise ValueError(f"step {step}: no .grad for {', '.join(missing)}; call log_step "
+                             "after backward() and before zero_grad()")
+        if grad_norm is None:
+            grad_norm = _l2_norm(p.grad for _, p in named)
+        if lr is None:
+            lr = optimizer.param_groups[0]["lr"] if optimizer is not None else 0.0
+        self._writer.write_step(
+            step, sum(sums) / sum(counts),
+            replica_losses=[s / c for s, c in zip(sums, counts)],
+            grad_norm=_as_float(grad_norm), param_norm=_l2_norm(p for _, p in named),
+            lr=lr, step_seconds=step_seconds, sample_ids=sample_ids)
+        if self._writer.wants_tensors(step):
+            params = {name: p.detach().cpu().numpy() for name, p in named}
+            grads = {name: p.grad.detach().cpu().numpy() for name, p in named
+                     if p.grad is not None}
+            self._writer.write_tensors(step, params, grads, {
+                "producer": "parity_torch_log", "naming": "torch", "step": str(int(step)),
+                "torch_version": torch.__version__})
+
+    def close(self):
+        if self._writer is not None:
+            self._writer.close()
