@@ -16,5 +16,6 @@ void register_compare_command(CLI::App& app, int& exit_status);
 void register_run_command(CLI::App& app, int& exit_status);
 void register_cases_command(CLI::App& app, int& exit_status);
 void register_tensors_command(CLI::App& app, int& exit_status);
+void register_gate_command(CLI::App& app, int& exit_status);
 
 }  // namespace parity::cli

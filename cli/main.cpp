@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   parity::cli::register_run_command(app, exit_status);
   parity::cli::register_cases_command(app, exit_status);
   parity::cli::register_tensors_command(app, exit_status);
+  parity::cli::register_gate_command(app, exit_status);
   register_rng_command(app);
   try {
     app.parse(argc, argv);

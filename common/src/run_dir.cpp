@@ -224,6 +224,14 @@ std::string parse_error_detail(const nlohmann::json::parse_error& error) {
   return colon == std::string::npos ? what : what.substr(colon + 2);
 }
 
+// nlohmann's message without its "[json.exception.out_of_range.406] " prefix. parse() throws
+// out_of_range for a number beyond a double's range ("1e309"), with no position.
+std::string out_of_range_detail(const nlohmann::json::out_of_range& error) {
+  const std::string what = error.what();
+  const size_t end = what.find("] ");
+  return end == std::string::npos ? what : what.substr(end + 2);
+}
+
 struct TextPosition {
   size_t line = 1;    // 1-based
   size_t column = 1;  // 1-based
@@ -244,22 +252,6 @@ TextPosition position_of_byte(const std::string& text, size_t byte) {
   return position;
 }
 
-void write_text_file_atomically(const fs::path& path, const std::string& text) {
-  const fs::path temp_path = path.parent_path() / ("." + path.filename().string() + ".tmp");
-  {
-    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
-    if (!out) throw RunError("cannot write " + temp_path.string() + ": " + std::strerror(errno));
-    out << text;
-    out.flush();
-    if (!out) throw RunError("writing " + temp_path.string() + " failed: " + std::strerror(errno));
-  }
-  std::error_code error;
-  fs::rename(temp_path, path, error);
-  if (error) {
-    throw RunError("cannot move " + temp_path.string() + " to " + path.string() + ": " +
-                   error.message());
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // RunInfo <-> JSON.
@@ -424,6 +416,8 @@ StepMetrics parse_metrics_line(const std::string& text, const std::string& file,
     const TextPosition position = position_of_byte(text, error.byte);
     throw InputError(where + ", column " + std::to_string(position.column) +
                      ": not valid JSON: " + parse_error_detail(error));
+  } catch (const nlohmann::json::out_of_range& error) {
+    throw InputError(where + ": not valid JSON: " + out_of_range_detail(error));
   }
   return step_metrics_from_json(line, where);
 }
@@ -480,6 +474,23 @@ std::vector<int64_t> list_tensor_steps(const fs::path& dir) {
 }
 
 }  // namespace
+
+void write_text_file_atomically(const fs::path& path, const std::string& text) {
+  const fs::path temp_path = path.parent_path() / ("." + path.filename().string() + ".tmp");
+  {
+    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
+    if (!out) throw RunError("cannot write " + temp_path.string() + ": " + std::strerror(errno));
+    out << text;
+    out.flush();
+    if (!out) throw RunError("writing " + temp_path.string() + " failed: " + std::strerror(errno));
+  }
+  std::error_code error;
+  fs::rename(temp_path, path, error);
+  if (error) {
+    throw RunError("cannot move " + temp_path.string() + " to " + path.string() + ": " +
+                   error.message());
+  }
+}
 
 fs::path step_tensors_path(const fs::path& dir, int64_t step) {
   char name[64];
@@ -592,6 +603,8 @@ RunDir read_run_dir(const std::filesystem::path& dir) {
     throw InputError(run_json.string() + " line " + std::to_string(position.line) + ", column " +
                      std::to_string(position.column) +
                      ": not valid JSON: " + parse_error_detail(error));
+  } catch (const nlohmann::json::out_of_range& error) {
+    throw InputError(run_json.string() + ": not valid JSON: " + out_of_range_detail(error));
   }
 
   RunDir run;

@@ -87,12 +87,14 @@ Check check_throughput(const RunPair& runs, const CompareOptions& options) {
 
   const bool slow = ratio < options.throughput_warn_ratio;
   check.status = slow ? warning_status(options) : CheckStatus::kPass;
-  check.summary = fmt::format(
-      "{}: A/B throughput {}x{} (steady step median {} ms vs {} ms).", comparison,
-      format_number(ratio),
-      slow ? fmt::format(", below the {}x warning threshold", options.throughput_warn_ratio) : "",
-      format_number(a.timings.steady_step_median_seconds * 1e3),
-      format_number(b.timings.steady_step_median_seconds * 1e3));
+  check.summary =
+      fmt::format("{}: A/B throughput {}x{} (steady step median {} ms vs {} ms).", comparison,
+                  format_number(ratio),
+                  slow ? fmt::format(", below the {}x {} threshold", options.throughput_warn_ratio,
+                                     options.fail_on_performance ? "failure" : "warning")
+                       : "",
+                  format_number(a.timings.steady_step_median_seconds * 1e3),
+                  format_number(b.timings.steady_step_median_seconds * 1e3));
   return check;
 }
 
@@ -125,7 +127,9 @@ Check check_memory(const RunPair& runs, const CompareOptions& options) {
   check.summary = fmt::format(
       "Largest per-replica peak: A {:.1f} MiB, B {:.1f} MiB (A/B {}x{}){}.", peak_a / 1048576.0,
       peak_b / 1048576.0, format_number(ratio),
-      large ? fmt::format(", above the {}x warning threshold", options.memory_warn_ratio) : "",
+      large ? fmt::format(", above the {}x {} threshold", options.memory_warn_ratio,
+                          options.fail_on_performance ? "failure" : "warning")
+            : "",
       a.method == b.method ? "" : "; measured by different methods (details), so indicative only");
   return check;
 }

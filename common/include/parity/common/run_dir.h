@@ -116,6 +116,10 @@ std::optional<int64_t> step_of_tensor_file(const std::string& name, const std::s
 // processes is 1; producers add their own versions and counts.
 RunInfo run_info_for_case(const CaseSpec& spec, const std::string& producer);
 
+// Replaces `path` with `text` atomically: a temp file beside it, then a rename, so that a reader
+// never sees half a file. RunError when it cannot be written.
+void write_text_file_atomically(const std::filesystem::path& path, const std::string& text);
+
 // ISO 8601 UTC "2026-12-02T16:30:00Z" for now.
 std::string utc_timestamp_now();
 

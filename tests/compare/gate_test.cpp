@@ -1,0 +1,170 @@
+// The regression gate (compare/gate.h) on real ddp_ref runs of the small case: a calibration
+// from reruns, gate.json kept per platform, and candidates changed in one thing each (a loss a
+// hair off, a slower step, more memory) judged by the calibrated gate and by the thresholds.
+#include "parity/compare/gate.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "real_runs.h"
+#include "result_lookup.h"
+#include "test_files.h"
+
+namespace parity::compare {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::copy_run;
+using testing::ddp_run;
+using testing::edit_metrics;
+using ::testing::HasSubstr;
+
+// A rerun of the baseline's case: ddp_ref run twice in one build is bit-identical
+// (ranks as threads, one Gloo ring order), so the calibration sees no numeric deviation.
+fs::path ddp_rerun() { return testing::shared_run("ddp-rerun", "ddp"); }
+
+// The run's run.json with `edit` applied.
+void edit_run_json(const fs::path& run, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json info = nlohmann::json::parse(std::ifstream(run / "run.json"));
+  edit(info);
+  std::ofstream(run / "run.json", std::ios::trunc) << info.dump(2);
+}
+
+CheckStatus status_of(const ComparisonResult& result, const std::string& id) {
+  return testing::find_check(result, id).status;
+}
+
+TEST(Gate, ReproducingRerunsCalibrateAnExactGateWithThresholdsAsFloors) {
+  const RunDir baseline = read_run_dir(ddp_run());
+  const Calibration calibration =
+      calibrate(baseline, {read_run_dir(ddp_rerun())}, 2, GateThresholds{0.05, 0.10});
+  EXPECT_EQ(calibration.producer, "ddp_ref");
+  EXPECT_EQ(calibration.reruns, 1);
+  EXPECT_EQ(calibration.loss_max_abs, 0);
+  EXPECT_EQ(calibration.tensor_max_abs, 0);
+  EXPECT_EQ(calibration.loss_atol, 0);
+  EXPECT_EQ(calibration.tensor_atol, 0);
+  // The counting allocator's peaks move by a few hundred bytes between thread-rank runs.
+  EXPECT_LT(calibration.memory_growth, 1e-3);
+  EXPECT_EQ(calibration.max_memory_growth, std::max(0.10, 2 * calibration.memory_growth));
+  // Throughput noise scaled by the margin, never below the threshold given.
+  EXPECT_EQ(calibration.max_throughput_drop, std::max(0.05, 2 * calibration.throughput_drop));
+  EXPECT_EQ(calibration.platform, current_platform());
+}
+
+TEST(Gate, ACalibratedGateFailsALossOneUlpOffThatTheDefaultTolerancePasses) {
+  testing::TempDir dir;
+  const fs::path candidate = copy_run(ddp_rerun(), dir.path("candidate"));
+  edit_metrics(candidate, 5, [](nlohmann::json& metrics) {
+    metrics["loss"] = std::nextafter(metrics["loss"].get<double>(), 10.0);
+  });
+  const RunDir baseline = read_run_dir(ddp_run());
+  const RunDir run = read_run_dir(candidate);
+  const Calibration calibration = calibrate(baseline, {read_run_dir(ddp_rerun())}, 2, {});
+  // Performance checks set aside: this test is about the numbers.
+  GateThresholds loose{1.0, 100.0};
+  const ComparisonResult calibrated = compare_runs(run, baseline, gate_options(loose, calibration));
+  EXPECT_EQ(status_of(calibrated, "loss_curve"), CheckStatus::kFail);
+  EXPECT_EQ(calibrated.verdict, Verdict::kNotEquivalent);
+  const ComparisonResult uncalibrated =
+      compare_runs(run, baseline, gate_options(loose, std::nullopt));
+  EXPECT_EQ(status_of(uncalibrated, "loss_curve"), CheckStatus::kPass);
+}
+
+TEST(Gate, ThroughputAndMemoryPastTheirThresholdsFail) {
+  testing::TempDir dir;
+  const RunDir baseline = read_run_dir(ddp_run());
+  const double baseline_step = baseline.info.timings.steady_step_median_seconds;
+  const fs::path slower = copy_run(ddp_run(), dir.path("slower"));
+  // 6% fewer samples/s: step time x 1/0.94.
+  edit_run_json(slower, [&](nlohmann::json& info) {
+    info["timings"]["steady_step_median_seconds"] = baseline_step / 0.94;
+  });
+  const ComparisonResult at_5 =
+      compare_runs(read_run_dir(slower), baseline, gate_options({0.05, 0.10}, std::nullopt));
+  EXPECT_EQ(status_of(at_5, "throughput"), CheckStatus::kFail);
+  EXPECT_THAT(testing::find_check(at_5, "throughput").summary,
+              HasSubstr("below the 0.95x failure threshold"));
+  const ComparisonResult at_7 =
+      compare_runs(read_run_dir(slower), baseline, gate_options({0.07, 0.10}, std::nullopt));
+  EXPECT_EQ(status_of(at_7, "throughput"), CheckStatus::kPass);
+
+  const fs::path larger = copy_run(ddp_run(), dir.path("larger"));
+  edit_run_json(larger, [](nlohmann::json& info) {
+    for (auto& peak : info["memory"]["peak_bytes_per_replica"]) {
+      peak = static_cast<int64_t>(static_cast<double>(peak.get<int64_t>()) * 1.2);
+    }
+  });
+  const ComparisonResult grown =
+      compare_runs(read_run_dir(larger), baseline, gate_options({1.0, 0.10}, std::nullopt));
+  EXPECT_EQ(status_of(grown, "memory"), CheckStatus::kFail);
+  EXPECT_EQ(grown.verdict, Verdict::kNotEquivalent);
+}
+
+TEST(Gate, CalibrationsAreKeptPerPlatformInGateJson) {
+  testing::TempDir dir;
+  Calibration here;
+  here.platform = current_platform();
+  here.producer = "ddp_ref";
+  here.reruns = 3;
+  here.loss_atol = 1e-7;
+  here.max_throughput_drop = 0.08;
+  Calibration elsewhere = here;
+  elsewhere.platform = "Linux-aarch64, another CPU, 64 hardware threads";
+  elsewhere.loss_atol = 3e-7;
+  write_calibration(dir.path(), elsewhere);
+  write_calibration(dir.path(), here);
+  here.reruns = 5;  // a recalibration replaces this platform's entry only
+  write_calibration(dir.path(), here);
+  const auto calibrations = read_calibrations(dir.path());
+  ASSERT_EQ(calibrations.size(), 2u);
+  EXPECT_EQ(calibrations.at(current_platform()).reruns, 5);
+  EXPECT_EQ(calibrations.at(current_platform()).loss_atol, 1e-7);
+  EXPECT_EQ(calibrations.at(elsewhere.platform).loss_atol, 3e-7);
+}
+
+TEST(Gate, AMalformedGateJsonIsRefusedWithTheFileAndTheFix) {
+  testing::TempDir dir;
+  std::ofstream(dir.path("gate.json")) << R"({"format": "parity-gate", "schema_version": 1,
+    "calibrations": {"p": {"producer": "ddp_ref", "reruns": 2}}})";
+  testing::expect_input_error([&] { read_calibrations(dir.path()); },
+                              {"gate.json", "'p'", "lacks \"margin\"", "--calibrate"});
+  std::ofstream(dir.path("gate.json"), std::ios::trunc) << "{\"format\": \"other\"}";
+  testing::expect_input_error([&] { read_calibrations(dir.path()); },
+                              {"gate.json", "not a parity gate file"});
+}
+
+TEST(Gate, TheCliCalibratesAndThenPassesAReproducingRun) {
+  testing::TempDir dir;
+  const fs::path baseline = copy_run(ddp_run(), dir.path("baseline"));
+  auto result = testing::run_command(
+      fmt::format("{} gate --baseline {} --calibrate 1", PARITY_EXECUTABLE, baseline.string()));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("observed: loss |A - B| <= 0, tensors |A - B| <= 0"));
+  EXPECT_TRUE(fs::exists(baseline / "gate.json"));
+  EXPECT_TRUE(fs::exists(dir.path("baseline.calibration/rerun-0/run.json")));
+  // Throughput is set aside (--max-throughput-drop 100): two runs on a shared machine differ in
+  // speed by more than any fixed threshold a test could assume.
+  result = testing::run_command(
+      fmt::format("{} gate --baseline {} --candidate {} --max-throughput-drop 100 --no-color",
+                  PARITY_EXECUTABLE, baseline.string(), ddp_rerun().string()));
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("calibrated for " + current_platform()));
+  EXPECT_THAT(result.output, HasSubstr("gate:     loss atol 0, tensor atol 0"));
+}
+
+TEST(Gate, AnImportedBaselineAsksForReruns) {
+  testing::TempDir dir;
+  const fs::path baseline = copy_run(ddp_run(), dir.path("baseline"));
+  edit_run_json(baseline, [](nlohmann::json& info) { info["producer"] = "import:jsonl"; });
+  const auto result = testing::run_command(
+      fmt::format("{} gate --baseline {} --calibrate 2", PARITY_EXECUTABLE, baseline.string()));
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("which parity cannot rerun"));
+  EXPECT_THAT(result.output, HasSubstr("--reruns"));
+}
+
+}  // namespace
+}  // namespace parity::compare
