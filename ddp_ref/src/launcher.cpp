@@ -1,6 +1,7 @@
 // Starting ranks (threads of this process, or processes), and turning their failures into one
 // message that names the rank that caused them.
 #include <fmt/format.h>
+#include <cblas.h>
 #include <gloo/config.h>
 #include <unistd.h>
 
@@ -154,8 +155,13 @@ std::optional<DdpSummary> run_rank_threads(const CaseSpec& spec, const DdpOption
   const TrainingData data = load_training_data(spec);
   MemoryMeter::install(spec.parallel.replicas);
   // One intra-op thread per rank: results cannot depend on thread counts, and the ranks
-  // already occupy the cores.
+  // already occupy the cores. at::set_num_threads does not reach the BLAS under Debian's
+  // LibTorch: its matmuls call libblas.so.3, which is OpenBLAS (openblas-pthread) with a thread
+  // pool of its own, sized by OPENBLAS_NUM_THREADS / OMP_NUM_THREADS or the core count. Left
+  // alone, a run's bits would depend on the machine's core count (seen: step-0 grad norm
+  // 0.4995317196546782 with OMP_NUM_THREADS=1, ...32889784 with 2 threads).
   at::set_num_threads(1);
+  openblas_set_num_threads(1);
 
   std::mutex mutex;
   std::vector<RankFailure> failures;
