@@ -97,11 +97,10 @@ double norm(int64_t step, float (*value)(int64_t, size_t)) {
 class JaxHelperWithNumpyArrays : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::python_has_module("numpy")) {
-      GTEST_SKIP() << testing::python_executable()
-                   << " cannot import numpy; install python3-numpy (scripts/install-deps.sh) or "
-                      "point PARITY_PYTHON at an interpreter that has it";
-    }
+    ASSERT_TRUE(testing::python_has_module("numpy"))
+        << testing::python_executable()
+        << " cannot import numpy; install python3-numpy (scripts/install-deps.sh) or "
+           "point PARITY_PYTHON at an interpreter that has it";
     testing::write_bytes(dir_.path("loop.py"), kScript);
     const testing::CommandResult result = testing::run_command(
         fmt::format("PYTHONPATH={} {} {} {} {}",

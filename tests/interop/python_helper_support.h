@@ -26,7 +26,8 @@ inline std::filesystem::path python_helpers_dir() {
   return std::filesystem::path(PARITY_SOURCE_DIR) / "interop" / "python";
 }
 
-// True when the interpreter imports `module`; the tests skip (saying how to install it) when not.
+// True when the interpreter imports `module`. scripts/install-deps.sh installs what the tests
+// import, so a missing module fails them (saying how to install it) rather than skipping them.
 inline bool python_has_module(const std::string& module) {
   return run_command(shell_quote(python_executable()) + " -c " + shell_quote("import " + module),
                      60)

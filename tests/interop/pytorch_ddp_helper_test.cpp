@@ -48,11 +48,10 @@ testing::CommandResult run_checked(const std::string& command, int timeout_secon
 }
 
 TEST(PytorchDdpHelper, RealTorchDdpRunOfMlp2FmnistImportsEquivalentToDdpRef) {
-  if (!testing::python_has_module("torch")) {
-    GTEST_SKIP() << testing::python_executable()
-                 << " cannot import torch; install python3-torch (scripts/install-deps.sh) or "
-                    "point PARITY_PYTHON at an interpreter that has it";
-  }
+  ASSERT_TRUE(testing::python_has_module("torch"))
+      << testing::python_executable()
+      << " cannot import torch; install python3-torch (scripts/install-deps.sh) or "
+         "point PARITY_PYTHON at an interpreter that has it";
   testing::TempDir dir;
   const std::string parity = PARITY_EXECUTABLE;
   const std::string init = dir.path("init.safetensors").string();
