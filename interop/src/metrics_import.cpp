@@ -82,6 +82,13 @@ void read_tfevents(const fs::path& path, MetricSeries& series) {
   }
 }
 
+// nlohmann's message without its "[json.exception.out_of_range.406] " prefix.
+std::string nlohmann_detail(const nlohmann::json::exception& error) {
+  const std::string message = error.what();
+  const size_t end = message.find("] ");
+  return end == std::string::npos ? message : message.substr(end + 2);
+}
+
 void read_json_lines(const fs::path& path, MetricSeries& series) {
   std::ifstream in(path);
   if (!in) throw InputError(fmt::format("{}: cannot open", path.string()));
@@ -94,6 +101,9 @@ void read_json_lines(const fs::path& path, MetricSeries& series) {
       line = nlohmann::json::parse(text);
     } catch (const nlohmann::json::parse_error& error) {
       throw InputError(fmt::format("{}, column {}: not valid JSON", where, error.byte));
+    } catch (const nlohmann::json::out_of_range& error) {
+      // The one other error parse() throws: a number beyond a double's range (406, "1e309").
+      throw InputError(fmt::format("{}: not valid JSON: {}", where, nlohmann_detail(error)));
     }
     if (!line.is_object() || !line.contains("step") || !line["step"].is_number_integer()) {
       throw InputError(fmt::format("{}: expected an object with an integer \"step\"", where));
@@ -164,6 +174,11 @@ void read_csv(const fs::path& path, MetricSeries& series) {
     const double step = number_at(step_at);
     if (step != std::floor(step)) {
       throw InputError(fmt::format("{}: step '{}' is not an integer", where, cells[step_at]));
+    }
+    // strtod reads "inf" and "1e300" too; converting them to int64 is undefined behaviour.
+    if (std::fabs(step) >= 0x1p63) {
+      throw InputError(fmt::format("{}: step '{}' is outside the range of a 64-bit integer", where,
+                                   cells[step_at]));
     }
     for (size_t column = 0; column < header.size(); ++column) {
       if (column == step_at || cells[column].empty()) continue;  // empty: not logged this step
