@@ -115,7 +115,9 @@ std::optional<std::pair<double, std::string>> tensor_scalar(std::string_view ten
   Reader reader(tensor, base);
   Field field;
   std::optional<DtypeInfo> dtype;
-  int64_t elements = 1;
+  // One element when every dim's size is 1 (a product of the sizes could overflow, and two
+  // unknown dims of -1 would multiply to 1).
+  bool one_element = true;
   std::optional<std::string_view> content;
   // The first typed value: its field (float_val 5, double_val 6, int_val 7, int64_val 10,
   // half_val 13) and its bits.
@@ -134,7 +136,7 @@ std::optional<std::pair<double, std::string>> tensor_scalar(std::string_view ten
           Reader size(dim.bytes, shape.offset_of(dim.bytes));
           Field size_field;
           while (size.next(size_field)) {
-            if (size_field.number == 1) elements *= static_cast<int64_t>(size_field.integer);
+            if (size_field.number == 1 && size_field.integer != 1) one_element = false;
           }
         }
         break;
@@ -158,7 +160,7 @@ std::optional<std::pair<double, std::string>> tensor_scalar(std::string_view ten
         break;
     }
   }
-  if (!dtype || elements != 1) return std::nullopt;
+  if (!dtype || !one_element) return std::nullopt;
   if (content) {
     if (content->size() != dtype->width) {
       throw WireError(fmt::format("a {} scalar tensor with {} content bytes (expected {})",
