@@ -22,6 +22,9 @@ packages=(
   dataset-fashion-mnist                     # the real dataset, /usr/share/datasets/fashion-mnist
 )
 
+# --fuzz (make fuzz): also clang's libFuzzer and sanitizers; the normal build needs neither.
+if [ "${1:-}" = "--fuzz" ]; then packages+=(clang-14 libclang-rt-14-dev); fi
+
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
