@@ -3,13 +3,22 @@
 #               write the report under parity-out/CASE/report
 #   make test   run every test (ctest label "long" excluded; `make test-long` runs those)
 #   make bench  run the benchmark suites
+#   make fuzz   run every parser's libFuzzer target for FUZZ_SECONDS each (clang, build-fuzz/)
 BUILD_DIR ?= build
 JOBS ?= 2
 CASE ?= mlp2-fmnist
 # Warnings are errors in CI (CI=true), plain warnings on a developer's machine.
 WERROR := $(if $(filter true 1,$(CI)),ON,OFF)
 
-.PHONY: all deps configure build run test test-long bench clean
+# make fuzz: a clang build of the parsers only, with libFuzzer, ASan and UBSan (Debug keeps
+# assertions; cmake/ParityFuzz.cmake adds -O1), each target run FUZZ_SECONDS (all, or the
+# FUZZ_TARGETS named, e.g. FUZZ_TARGETS="npy npz"); findings fail the make.
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_CXX ?= clang++-14
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+
+.PHONY: all deps configure build run test test-long bench fuzz fuzz-build clean
 
 all: build
 
@@ -38,6 +47,15 @@ bench: build
 	  "$$suite" --benchmark_out=$(BUILD_DIR)/bench-results/$$(basename $$suite).json \
 	            --benchmark_out_format=json || exit 1; \
 	done
+
+fuzz-build:
+	@scripts/install-deps.sh --fuzz
+	@cmake -S . -B $(FUZZ_BUILD_DIR) -DPARITY_FUZZ=ON -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) \
+	  -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	@cmake --build $(FUZZ_BUILD_DIR) -j$(JOBS)
+
+fuzz: fuzz-build
+	@fuzz/run-fuzzers.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 clean:
 	rm -rf $(BUILD_DIR)
