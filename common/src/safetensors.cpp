@@ -78,6 +78,9 @@ json parse_header_json(BoundedReader& file, size_t header_num_bytes) {
     header = json::parse(header_text);
   } catch (const json::parse_error& error) {
     file.fail(std::string("header is not valid JSON: ") + error.what());
+  } catch (const json::out_of_range& error) {
+    // The one other error parse() throws: a number beyond a double's range ("1e400").
+    file.fail(std::string("header is not valid JSON: ") + error.what());
   }
   if (!header.is_object()) {
     file.fail(std::string("header is a JSON ") + header.type_name() +

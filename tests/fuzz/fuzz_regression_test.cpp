@@ -74,18 +74,6 @@ const std::map<std::string, std::function<void(const fs::path&)>>& readers() {
   return table;
 }
 
-// Findings whose fix belongs to a file being changed by someone else: the input is kept and the
-// test reports it as skipped with the reason. Delete the entry with the fix; the test then
-// checks it.
-const std::map<std::string, std::string>& open_findings() {
-  static const std::map<std::string, std::string> table = {
-      {"safetensors/number-overflow.safetensors",
-       "read_safetensors catches only nlohmann::json::parse_error; a number beyond a double "
-       "(406 out_of_range) escapes as a non-InputError (common/src/safetensors.cpp)"},
-  };
-  return table;
-}
-
 struct KeptInput {
   std::string parser;
   fs::path path;
@@ -116,9 +104,6 @@ TEST_P(FuzzRegression, RefusedWithAnInputErrorNamingTheFile) {
   const auto reader = readers().find(input.parser);
   ASSERT_NE(reader, readers().end())
       << "tests/data/fuzz/" << input.parser << " has no reader in " << __FILE__;
-  if (const auto open = open_findings().find(input.relative()); open != open_findings().end()) {
-    GTEST_SKIP() << "open finding: " << open->second;
-  }
   try {
     reader->second(input.path);
     ADD_FAILURE() << input.relative() << " was read without an error";
