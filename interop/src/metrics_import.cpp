@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -89,7 +91,65 @@ std::string nlohmann_detail(const nlohmann::json::exception& error) {
   return end == std::string::npos ? message : message.substr(end + 2);
 }
 
-void read_json_lines(const fs::path& path, MetricSeries& series) {
+// What a line in the run directory's own StepMetrics format records beyond numbers (the
+// interop/python helpers write these): carried into the imported run, so that its data order
+// and per-replica losses are checked too.
+struct StepDetails {
+  std::vector<double> replica_losses;
+  std::string samples_digest, samples_set_digest;
+  std::optional<int64_t> duplicate_samples;
+};
+
+// A number, or parity's spelling of a non-finite one ("NaN", "Infinity", "-Infinity").
+std::optional<double> number_of(const nlohmann::json& value) {
+  if (value.is_number()) return value.get<double>();
+  if (!value.is_string()) return std::nullopt;
+  const std::string word = value.get<std::string>();
+  if (word == "NaN") return std::nan("");
+  if (word == "Infinity") return HUGE_VAL;
+  if (word == "-Infinity") return -HUGE_VAL;
+  return std::nullopt;
+}
+
+StepDetails details_of(const nlohmann::json& line, const std::string& where) {
+  StepDetails details;
+  if (line.contains("replica_losses")) {
+    const nlohmann::json& losses = line["replica_losses"];
+    if (!losses.is_array()) {
+      throw InputError(fmt::format("{}: \"replica_losses\" must be a list of numbers", where));
+    }
+    for (const nlohmann::json& loss : losses) {
+      const std::optional<double> value = number_of(loss);
+      if (!value) {
+        throw InputError(fmt::format("{}: \"replica_losses\" holds {}, not a number", where,
+                                     loss.dump()));
+      }
+      details.replica_losses.push_back(*value);
+    }
+  }
+  for (auto [key, digest] : {std::pair{"samples_digest", &details.samples_digest},
+                             std::pair{"samples_set_digest", &details.samples_set_digest}}) {
+    if (!line.contains(key)) continue;
+    if (!line[key].is_string()) {
+      throw InputError(fmt::format("{}: \"{}\" must be a string (digest_sample_ids' hex)",
+                                   where, key));
+    }
+    *digest = line[key].get<std::string>();
+  }
+  if (line.contains("duplicate_samples")) {
+    const nlohmann::json& duplicates = line["duplicate_samples"];
+    if (!duplicates.is_number_integer() || duplicates.get<int64_t>() < 0) {
+      throw InputError(
+          fmt::format("{}: \"duplicate_samples\" must be a non-negative integer", where));
+    }
+    details.duplicate_samples = duplicates.get<int64_t>();
+  }
+  return details;
+}
+
+// `details`, when given, receives each step's StepDetails.
+void read_json_lines(const fs::path& path, MetricSeries& series,
+                     std::map<int64_t, StepDetails>* details = nullptr) {
   std::ifstream in(path);
   if (!in) throw InputError(fmt::format("{}: cannot open", path.string()));
   std::string text;
@@ -111,15 +171,11 @@ void read_json_lines(const fs::path& path, MetricSeries& series) {
     const int64_t step = line["step"].get<int64_t>();
     for (const auto& [name, value] : line.items()) {
       if (name == "step") continue;
-      if (value.is_number()) add(series, name, step, value.get<double>(), where);
-      // "NaN" / "Infinity" as parity's own run directories write them.
-      if (value.is_string()) {
-        const std::string word = value.get<std::string>();
-        if (word == "NaN") add(series, name, step, std::nan(""), where);
-        if (word == "Infinity") add(series, name, step, HUGE_VAL, where);
-        if (word == "-Infinity") add(series, name, step, -HUGE_VAL, where);
+      if (const std::optional<double> parsed = number_of(value)) {
+        add(series, name, step, *parsed, where);
       }
     }
+    if (details != nullptr) (*details)[step] = details_of(line, where);
   }
 }
 
@@ -207,7 +263,13 @@ MetricSeries read_metrics(const fs::path& path, MetricsFormat format) {
 ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request) {
   const MetricsFormat format =
       request.format == MetricsFormat::kAuto ? detect(request.source) : request.format;
-  const MetricSeries series = read_metrics(request.source, format);
+  MetricSeries series;
+  std::map<int64_t, StepDetails> details;
+  if (format == MetricsFormat::kJsonLines) {
+    read_json_lines(request.source, series, &details);
+  } else {
+    series = read_metrics(request.source, format);
+  }
   std::vector<std::string> found;
   for (const auto& entry : series) found.push_back(entry.first);
   if (!request.mapping.count("loss")) {
@@ -243,6 +305,12 @@ ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request)
     metrics.grad_norm = value_at("grad_norm", step);
     metrics.param_norm = value_at("param_norm", step);
     metrics.lr = value_at("lr", step);
+    if (const auto found_details = details.find(step); found_details != details.end()) {
+      metrics.replica_losses = found_details->second.replica_losses;
+      metrics.samples_digest = found_details->second.samples_digest;
+      metrics.samples_set_digest = found_details->second.samples_set_digest;
+      metrics.duplicate_samples = found_details->second.duplicate_samples;
+    }
     writer.append_step(metrics);
     ++summary.steps;
   }

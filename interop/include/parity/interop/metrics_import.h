@@ -40,7 +40,9 @@ struct ImportSummary {
 };
 
 // Writes a run directory for `spec` (its hash, so that compare pairs it with runs of the same
-// case) with one step per logged loss step. Throws InputError listing the source's names when a
+// case) with one step per logged loss step. JSON Lines written in the run directory's own
+// format (interop/python's helpers) also carry their replica_losses, samples_digest,
+// samples_set_digest and duplicate_samples into it. Throws InputError listing the source's names when a
 // mapped name is missing, and before anything is written.
 ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request);
 
