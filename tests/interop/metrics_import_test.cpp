@@ -129,6 +129,13 @@ TEST(MetricsImport, BadLogsAreRefusedWithTheFileLineAndFix) {
   std::ofstream(dir.path("ok.jsonl")) << "{\"step\": 0, \"train_loss\": 0.5}\n";
   EXPECT_THAT(import_error(dir.path("ok.jsonl"), "loss"),
               HasSubstr("logs no 'loss'; it logs: train_loss"));
+  std::ofstream(dir.path("replicas.jsonl"))
+      << "{\"step\": 0, \"loss\": 0.5, \"replica_losses\": [0.4, \"lots\"]}\n";
+  EXPECT_THAT(import_error(dir.path("replicas.jsonl"), "loss"),
+              HasSubstr("replicas.jsonl line 1: \"replica_losses\" holds \"lots\", not a number"));
+  std::ofstream(dir.path("digest.jsonl")) << "{\"step\": 0, \"loss\": 0.5, \"samples_digest\": 7}\n";
+  EXPECT_THAT(import_error(dir.path("digest.jsonl"), "loss"),
+              HasSubstr("digest.jsonl line 1: \"samples_digest\" must be a string"));
   std::ofstream(dir.path("notes.txt")) << "loss 0.5\n";
   EXPECT_THAT(import_error(dir.path("notes.txt"), "loss"),
               HasSubstr("pass --format tfevents, jsonl or csv"));
