@@ -133,7 +133,8 @@ TEST(MetricsImport, BadLogsAreRefusedWithTheFileLineAndFix) {
       << "{\"step\": 0, \"loss\": 0.5, \"replica_losses\": [0.4, \"lots\"]}\n";
   EXPECT_THAT(import_error(dir.path("replicas.jsonl"), "loss"),
               HasSubstr("replicas.jsonl line 1: \"replica_losses\" holds \"lots\", not a number"));
-  std::ofstream(dir.path("digest.jsonl")) << "{\"step\": 0, \"loss\": 0.5, \"samples_digest\": 7}\n";
+  std::ofstream(dir.path("digest.jsonl"))
+      << "{\"step\": 0, \"loss\": 0.5, \"samples_digest\": 7}\n";
   EXPECT_THAT(import_error(dir.path("digest.jsonl"), "loss"),
               HasSubstr("digest.jsonl line 1: \"samples_digest\" must be a string"));
   std::ofstream(dir.path("notes.txt")) << "loss 0.5\n";
