@@ -136,18 +136,24 @@ def tensor_seeds() -> None:
         np.lib.format.write_array(out, arrays["f32"], version=version)
         write("npy", f"f32-v{version[0]}", out.getvalue())
 
+    # fuzz_npz's mode byte: 1 = the archive as it is; 0 = members (name, data, ...) that the
+    # target zips itself, stored; 2 = the same deflated.
     out = io.BytesIO()
     np.savez(out, w=arrays["f32"], b=arrays["f16"], n=arrays["i64-scalar"])
-    write("npz", "savez", out.getvalue())
+    write("npz", "savez", b"\x01" + out.getvalue())
     out = io.BytesIO()
     np.savez_compressed(out, w=arrays["f64-fortran"], m=arrays["bool"])
-    write("npz", "savez-compressed", out.getvalue())
+    write("npz", "savez-compressed", b"\x01" + out.getvalue())
     # A member that is not an .npy file, beside a good one.
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as archive:
         archive.writestr("a.npy", npy_bytes(arrays["u8"]))
         archive.writestr("notes.txt", b"not a tensor")
-    write("npz", "other-member", out.getvalue())
+    write("npz", "other-member", b"\x01" + out.getvalue())
+    members = [b"w.npy", npy_bytes(arrays["f32"]), b"dense/b.npy", npy_bytes(arrays["u32"]),
+               b"n.npy", npy_bytes(arrays["i64-scalar"])]
+    write("npz", "members-stored", b"\x00" + SEPARATOR.join(members))
+    write("npz", "members-deflated", b"\x02" + SEPARATOR.join(members))
 
     def safetensors(tensors: dict, metadata=None) -> bytes:
         header, data = {}, b""
