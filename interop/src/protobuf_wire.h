@@ -33,6 +33,8 @@ class Reader {
   // The next field, or false at the end of the message.
   bool next(Field& field) {
     if (at_ == data_.size()) return false;
+    // A field of one wire type must not show the previous field's value of another.
+    field = Field{};
     const size_t start = at_;
     const uint64_t key = varint();
     field.number = static_cast<uint32_t>(key >> 3);

@@ -158,6 +158,17 @@ TEST(TfEvents, ScalarsWrittenAsTensorsAreReadInEveryEncoding) {
   EXPECT_EQ(file.skipped_tags.at("loss"), 1);
 }
 
+// A field of the wrong wire type (file_version, a string, sent as a varint after the Summary's
+// bytes) is read as empty, not as the previous field's bytes.
+TEST(TfEvents, AFieldOfAnotherWireTypeDoesNotShowThePreviousFieldsBytes) {
+  testing::TempDir dir;
+  const std::string value = bytes_field(1, "loss") + bytes_field(8, varint_field(1, 1));
+  const std::string path = dir.path("events.out.tfevents.0.wire").string();
+  std::ofstream(path, std::ios::binary)
+      << record(bytes_field(5, bytes_field(1, value)) + varint_field(3, 7));
+  EXPECT_EQ(read_event_file(path).file_version, "");
+}
+
 std::string damaged_copy(const testing::TempDir& dir, const std::string& name,
                          const std::function<void(std::string&)>& damage) {
   std::ifstream in(event_file("pytorch-summarywriter"), std::ios::binary);
