@@ -253,8 +253,9 @@ CanonicalParams to_canonical_params(const NamedTensors& source, ParamNaming nami
     }
     const std::string prefix = fmt::format("{}{}", rules->kind, next_index[rules->kind]++);
     for (const auto& [leaf, name] : module->leaves) {
-      const auto rule = std::find_if(rules->leaves.begin(), rules->leaves.end(),
-                                     [&](const LeafRule& r) { return leaf == r.source_leaf; });
+      const auto rule =
+          std::find_if(rules->leaves.begin(), rules->leaves.end(),
+                       [&leaf = leaf](const LeafRule& r) { return leaf == r.source_leaf; });
       if (rule == rules->leaves.end()) {
         if (result.naming == ParamNaming::kTorch && leaf == kTorchIgnoredLeaf) {
           result.ignored.push_back({name, "", "BatchNorm's batch counter; Flax keeps none"});
