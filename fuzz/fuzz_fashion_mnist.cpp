@@ -3,8 +3,6 @@
 // target gzips both parts, so that the fuzzer works on the IDX headers and data; set: the parts
 // are written as they are, for the reader's handling of files that are not (valid) gzip. Bit 1
 // picks the split ("train" or "test").
-#include <zlib.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -17,22 +15,8 @@
 
 namespace {
 
-std::string gzip(std::string_view bytes) {
-  z_stream stream{};
-  // windowBits 15 + 16: a gzip header and trailer instead of zlib's.
-  if (deflateInit2(&stream, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-    std::abort();
-  }
-  std::string out(deflateBound(&stream, bytes.size()) + 32, '\0');
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
-  stream.avail_in = static_cast<uInt>(bytes.size());
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
-  if (deflate(&stream, Z_FINISH) != Z_STREAM_END) std::abort();
-  out.resize(stream.total_out);
-  deflateEnd(&stream);
-  return out;
-}
+// zlib's windowBits for a gzip header and trailer (15 + 16) instead of zlib's.
+constexpr int kGzipWindowBits = 15 + 16;
 
 }  // namespace
 
@@ -47,8 +31,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   const auto dir = parity::fuzz::fresh_dir();
   const std::string prefix = train ? "train" : "t10k";
-  parity::fuzz::write_file(dir / (prefix + "-images-idx3-ubyte.gz"), raw ? images : gzip(images));
-  parity::fuzz::write_file(dir / (prefix + "-labels-idx1-ubyte.gz"), raw ? labels : gzip(labels));
+  parity::fuzz::write_file(dir / (prefix + "-images-idx3-ubyte.gz"),
+                           raw ? images : parity::fuzz::deflate_bytes(images, kGzipWindowBits));
+  parity::fuzz::write_file(dir / (prefix + "-labels-idx1-ubyte.gz"),
+                           raw ? labels : parity::fuzz::deflate_bytes(labels, kGzipWindowBits));
   parity::fuzz::expect_success_or_input_error(
       [&] { parity::load_fashion_mnist_from(dir, train ? "train" : "test"); }, {dir.string()});
   return 0;

@@ -23,22 +23,8 @@ void append_le(std::string& out, uint64_t value, int width) {
   for (int b = 0; b < width; ++b) out.push_back(static_cast<char>((value >> (8 * b)) & 0xff));
 }
 
-// Raw deflate (no zlib header), as zip's method 8 stores it.
-std::string deflate_raw(std::string_view bytes) {
-  z_stream stream{};
-  if (deflateInit2(&stream, Z_BEST_SPEED, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-    std::abort();
-  }
-  std::string out(deflateBound(&stream, bytes.size()) + 16, '\0');
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
-  stream.avail_in = static_cast<uInt>(bytes.size());
-  stream.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream.avail_out = static_cast<uInt>(out.size());
-  if (deflate(&stream, Z_FINISH) != Z_STREAM_END) std::abort();
-  out.resize(stream.total_out);
-  deflateEnd(&stream);
-  return out;
-}
+// zlib's windowBits for raw deflate (no zlib header), as zip's method 8 stores it.
+constexpr int kRawDeflateWindowBits = -15;
 
 // A zip archive (PKWARE APPNOTE 4.3: local headers, central directory, end record) of
 // `members` (name, data), every size and CRC-32 correct.
@@ -47,7 +33,8 @@ std::string zip_archive(const std::vector<std::pair<std::string_view, std::strin
   const uint16_t method = deflated ? 8 : 0;
   std::string archive, directory;
   for (const auto& [name, data] : members) {
-    const std::string stored = deflated ? deflate_raw(data) : std::string(data);
+    const std::string stored =
+        deflated ? parity::fuzz::deflate_bytes(data, kRawDeflateWindowBits) : std::string(data);
     const uint32_t crc = static_cast<uint32_t>(
         crc32(0, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
     const auto offset = archive.size();

@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -129,6 +130,23 @@ void check_current_exception(const std::vector<std::string>& names) {
   } catch (...) {
     finding("an exception that is not even a std::exception escaped the reader");
   }
+}
+
+std::string deflate_bytes(std::string_view bytes, int window_bits) {
+  z_stream stream{};
+  if (deflateInit2(&stream, Z_BEST_SPEED, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    std::abort();
+  }
+  // deflateBound covers zlib's own framing; the slack covers gzip's larger header and trailer.
+  std::string out(deflateBound(&stream, bytes.size()) + 32, '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  stream.avail_in = static_cast<uInt>(bytes.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  if (deflate(&stream, Z_FINISH) != Z_STREAM_END) std::abort();
+  out.resize(stream.total_out);
+  deflateEnd(&stream);
+  return out;
 }
 
 }  // namespace parity::fuzz

@@ -36,6 +36,10 @@ std::filesystem::path fresh_dir();
 // $PARITY_FUZZ_KEEP too when that is set.
 void write_file(const std::filesystem::path& path, std::string_view bytes);
 
+// `bytes` deflated at Z_BEST_SPEED with zlib's `window_bits`: 15 + 16 for a gzip stream
+// (header and trailer), -15 for raw deflate as zip's method 8 stores it.
+std::string deflate_bytes(std::string_view bytes, int window_bits);
+
 // Runs `read` (a call of the reader under test). Returns normally when it succeeds or throws an
 // InputError whose message contains one of `names` (the file's or directory's path); prints the
 // problem and aborts otherwise, so that libFuzzer records the input as a crash.
