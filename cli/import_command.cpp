@@ -78,8 +78,7 @@ void register_import_tensors(CLI::App& import) {
         summary.num_tensors, fmt::join(summary.steps, ", "), spec.name,
         interop::param_naming_name(summary.naming), request.run_dir.string());
     for (const interop::NameMapping& mapping : summary.mappings) {
-      std::cout << fmt::format("  {} <- {}{}\n", mapping.canonical, mapping.source,
-                               mapping.note.empty() ? "" : " (" + mapping.note + ")");
+      std::cout << "  " << interop::describe_mapping(mapping) << "\n";
     }
   });
 }

@@ -25,8 +25,7 @@ void print_mapping(const std::string& label, const std::string& path,
                            interop::param_naming_name(mapped.naming));
   for (const interop::NameMapping& mapping : mapped.mappings) {
     if (mapping.source == mapping.canonical && mapping.note.empty()) continue;
-    std::cout << fmt::format("  {} <- {}{}\n", mapping.canonical, mapping.source,
-                             mapping.note.empty() ? "" : " (" + mapping.note + ")");
+    std::cout << "  " << interop::describe_mapping(mapping) << "\n";
   }
   for (const interop::NameMapping& ignored : mapped.ignored) {
     std::cout << fmt::format("  ignored {}: {}\n", ignored.source, ignored.note);

@@ -215,6 +215,11 @@ std::string param_naming_name(ParamNaming naming) {
   return "auto";
 }
 
+std::string describe_mapping(const NameMapping& mapping) {
+  return fmt::format("{} <- {}{}", mapping.canonical, mapping.source,
+                     mapping.note.empty() ? "" : " (" + mapping.note + ")");
+}
+
 ParamNaming param_naming_from_name(const std::string& name) {
   for (ParamNaming naming : {ParamNaming::kAuto, ParamNaming::kTorch, ParamNaming::kFlax}) {
     if (param_naming_name(naming) == name) return naming;

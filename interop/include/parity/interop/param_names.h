@@ -46,6 +46,10 @@ struct NameMapping {
   std::string note;
 };
 
+// "dense0.kernel <- 0.weight (transposed: torch (out, in) -> (in, out))": one mapping, as the
+// commands print it.
+std::string describe_mapping(const NameMapping& mapping);
+
 struct CanonicalParams {
   ParamNaming naming = ParamNaming::kAuto;  // what the source was read as
   NamedTensors tensors;  // canonical name -> tensor in canonical layout, plus unmapped ones
