@@ -96,8 +96,10 @@ void load_canonical_params(Mlp& model, const NamedTensors& tensors, const std::s
                       origin, name));
     }
     const HostTensor& tensor = found->second;
-    auto expected = to_canonical_layout(i, params[i]).sizes();
-    Shape expected_shape(expected.begin(), expected.end());
+    // sizes() views the tensor's own storage: keep the canonical-layout tensor alive while
+    // reading it (a temporary's sizes() dangled here, a heap use-after-free under ASan).
+    const torch::Tensor canonical = to_canonical_layout(i, params[i]);
+    Shape expected_shape(canonical.sizes().begin(), canonical.sizes().end());
     if (tensor.dtype != DType::F32 || tensor.shape != expected_shape) {
       throw InputError(fmt::format(
           "{}: tensor '{}' is {} {} but the case's model needs F32 {}; the file was made for "
