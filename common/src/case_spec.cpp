@@ -19,6 +19,7 @@
 #include <optional>
 #include <sstream>
 
+#include "parity/common/case_limits.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/digest.h"
 #include "parity/common/error.h"
@@ -198,7 +199,14 @@ std::string position(const std::filesystem::path& file, const toml::source_regio
                           const std::string& hint = "") {
   std::string message;
   if (!origin.override_text.empty()) {
-    message = "--set " + origin.override_text + ": " + problem;
+    // A long override (200,000 widths) is cut: the message names it, it need not repeat it.
+    constexpr size_t kShown = 100;
+    const std::string& text = origin.override_text;
+    message = "--set " +
+              (text.size() <= kShown ? text
+                                     : text.substr(0, kShown) + "... (" +
+                                           std::to_string(text.size()) + " characters)") +
+              ": " + problem;
   } else {
     message = problem + (origin.file_position.empty() ? "" : " at " + origin.file_position);
   }
@@ -551,6 +559,37 @@ class CaseChecker {
     in_unit_interval("train.momentum", spec_.train.momentum);
     in_unit_interval("train.beta1", spec_.train.beta1);
     in_unit_interval("train.beta2", spec_.train.beta2);
+    check_limits();
+  }
+
+  // What the producers can run (case_limits.h has the reason for each bound).
+  void check_limits() {
+    at_most("parallel.replicas", spec_.parallel.replicas, kMaxCaseReplicas,
+            "ddp_ref runs each rank as a thread and meters its memory in one of " +
+                std::to_string(kMaxCaseReplicas) + " per-rank slots");
+    at_most("train.steps", spec_.train.steps, kMaxCaseSteps,
+            "a cap so that every run ends: " + std::to_string(kMaxCaseSteps) +
+                " steps take about 3 hours at 1 ms a step, and each writes a line of "
+                "metrics.jsonl");
+    // steps <= kMaxCaseSteps here, so the product cannot overflow unless grad_accum_steps is
+    // itself absurd; divide instead of multiplying.
+    if (spec_.train.grad_accum_steps > kMaxCaseSteps / spec_.train.steps) {
+      fail_at(reader_.origin("train.grad_accum_steps"),
+              "train.grad_accum_steps: " + std::to_string(spec_.train.steps) + " steps x " +
+                  std::to_string(spec_.train.grad_accum_steps) +
+                  " micro-batches is more than the " + std::to_string(kMaxCaseSteps) +
+                  " batches a run may read",
+              "use fewer steps or fewer micro-batches per step");
+    }
+    const int64_t layers = static_cast<int64_t>(spec_.model.widths.size()) - 1;
+    if (layers > kMaxCaseLayers) {
+      fail_at(reader_.origin("model.widths"),
+              "model.widths: " + std::to_string(layers) + " layers, more than the " +
+                  std::to_string(kMaxCaseLayers) +
+                  " parity trains (the engine traces and runs one op group per layer, ddp_ref "
+                  "builds one module per layer)",
+              "use at most " + std::to_string(kMaxCaseLayers + 1) + " widths");
+    }
   }
 
   void check_model() {
@@ -689,6 +728,13 @@ class CaseChecker {
     fail_at(reader_.origin(dotted), std::string(dotted) + ": expected an integer >= " +
                                         std::to_string(minimum) + ", found " +
                                         std::to_string(value));
+  }
+
+  void at_most(const char* dotted, int64_t value, int64_t maximum, const std::string& reason) {
+    if (value <= maximum) return;
+    fail_at(reader_.origin(dotted), std::string(dotted) + ": expected an integer <= " +
+                                        std::to_string(maximum) + ", found " +
+                                        std::to_string(value) + " (" + reason + ")");
   }
 
   void finite(const char* dotted, double value) {
@@ -830,6 +876,19 @@ std::vector<std::string> available_case_names(const std::filesystem::path& dir) 
   return names;
 }
 
+// A case is read from a regular file (or a link to one): a directory named x.toml would
+// otherwise read as an empty table and fail as "model.widths is required".
+void require_regular_file(const std::filesystem::path& file) {
+  std::error_code error;
+  if (std::filesystem::is_regular_file(file, error)) return;
+  const std::filesystem::file_status status = std::filesystem::status(file, error);
+  const char* what = status.type() == std::filesystem::file_type::directory ? "a directory"
+                                                                            : "not a regular file";
+  throw InputError("case file " + file.string() + " is " + what +
+                   "; give the path of a .toml case file (or a case name from " +
+                   cases_dir().string() + ")");
+}
+
 // A name is looked up in cases_dir(); anything that looks like a path is used as one.
 std::filesystem::path resolve_case_file(const std::string& name_or_path) {
   const bool is_path = name_or_path.find('/') != std::string::npos ||
@@ -838,11 +897,15 @@ std::filesystem::path resolve_case_file(const std::string& name_or_path) {
     if (!std::filesystem::exists(name_or_path)) {
       throw InputError("case file " + name_or_path + " not found");
     }
+    require_regular_file(name_or_path);
     return name_or_path;
   }
   const std::filesystem::path dir = cases_dir();
   std::filesystem::path file = dir / (name_or_path + ".toml");
-  if (std::filesystem::exists(file)) return file;
+  if (std::filesystem::exists(file)) {
+    require_regular_file(file);
+    return file;
+  }
   const std::vector<std::string> names = available_case_names(dir);
   std::string message = "unknown case '" + name_or_path + "'; available cases in " +
                         dir.string() + ": " + (names.empty() ? "(none)" : join(names));
@@ -894,6 +957,8 @@ CaseSpec load_case(const std::string& name_or_path, const std::vector<std::strin
   check_name_matches_file(spec, reader);
   CaseChecker(spec, reader).check_all();
   resolve_record_steps(spec, reader);
+  // Last: the estimate assumes the bounds above (case_limits.h) hold.
+  check_case_memory(spec, physical_memory_bytes());
   return spec;
 }
 
