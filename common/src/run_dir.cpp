@@ -1,7 +1,7 @@
-// Run directory writer and reader (schema 1). Files, as written here:
+// Run directory writer and reader (schema 2; schema 1, without "steps", is still read). Files, as written here:
 //
-//   run.json       {"format": "parity-run", "schema_version": 1, "producer", "status", "failure",
-//                   "case": {"name", "hash", "toml"}, "replicas", "processes", "dtype",
+//   run.json       {"format": "parity-run", "schema_version": 2, "producer", "status", "failure",
+//                   "case": {"name", "hash", "toml"}, "replicas", "processes", "steps", "dtype",
 //                   "optimizer", "seed", "versions": {name: version}, "host", "started_at",
 //                   "timings": {"setup_seconds", "first_step_seconds",
 //                               "steady_step_median_seconds", "steady_step_spread_seconds",
@@ -21,6 +21,8 @@
 // "Infinity", "-Infinity" otherwise (the spellings of JavaScript and Python's json module), and
 // the reader accepts either form wherever a number is expected.
 #include "parity/common/run_dir.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -282,6 +284,7 @@ Json run_info_to_json(const RunInfo& info) {
   run["case"] = {{"name", info.case_name}, {"hash", info.case_hash}, {"toml", info.case_toml}};
   run["replicas"] = info.replicas;
   run["processes"] = info.processes;
+  run["steps"] = info.steps;
   run["dtype"] = info.dtype;
   run["optimizer"] = info.optimizer;
   run["seed"] = info.seed;
@@ -336,7 +339,25 @@ RunInfo run_info_from_json(const Json& document, const std::string& where) {
   info.case_hash = case_object.string("hash");
   info.case_toml = case_object.string("toml");
   info.replicas = run.integer("replicas");
+  if (info.replicas < 1 || info.replicas > kMaxRunReplicas) {
+    throw InputError(fmt::format("{}: key \"replicas\": {} is not a number of replicas (1 to {}); "
+                                 "the file is damaged: rerun the producer",
+                                 where, info.replicas, kMaxRunReplicas));
+  }
   info.processes = run.integer("processes");
+  if (info.processes < 1 || info.processes > info.replicas) {
+    throw InputError(fmt::format("{}: key \"processes\": {} is not between 1 and the {} "
+                                 "replicas; the file is damaged: rerun the producer",
+                                 where, info.processes, info.replicas));
+  }
+  if (info.schema_version >= 2) {
+    info.steps = run.integer("steps");
+    if (info.steps < 0) {
+      throw InputError(fmt::format("{}: key \"steps\": {} is negative; the file is damaged: "
+                                   "rerun the producer",
+                                   where, info.steps));
+    }
+  }
   info.dtype = run.string("dtype");
   info.optimizer = run.string("optimizer");
   info.seed = run.unsigned_integer("seed");
@@ -351,6 +372,12 @@ RunInfo run_info_from_json(const Json& document, const std::string& where) {
   info.timings.steady_steps = timings.integer("steady_steps");
   const ObjectReader memory = run.object("memory");
   info.memory.peak_bytes_per_replica = memory.integers("peak_bytes_per_replica");
+  if (!info.memory.peak_bytes_per_replica.empty() &&
+      static_cast<int64_t>(info.memory.peak_bytes_per_replica.size()) != info.replicas) {
+    throw InputError(fmt::format("{}: key \"peak_bytes_per_replica\": {} values for {} replicas; "
+                                 "the file is damaged: rerun the producer",
+                                 where, info.memory.peak_bytes_per_replica.size(), info.replicas));
+  }
   info.memory.method = memory.string("method");
   info.results = run.number_map("results");
   return info;
@@ -427,7 +454,7 @@ bool is_blank(const std::string& text) {
                      [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
 }
 
-std::vector<StepMetrics> read_metrics(const fs::path& path) {
+std::vector<StepMetrics> read_metrics(const fs::path& path, int64_t replicas) {
   if (!fs::exists(path)) {
     throw InputError("not a complete run directory: " + path.string() + " is missing");
   }
@@ -444,6 +471,12 @@ std::vector<StepMetrics> read_metrics(const fs::path& path) {
     if (is_blank(line)) continue;
 
     StepMetrics metrics = parse_metrics_line(line, file, line_number, unterminated);
+    if (!metrics.replica_losses.empty() &&
+        static_cast<int64_t>(metrics.replica_losses.size()) != replicas) {
+      throw InputError(fmt::format("{} line {}: \"replica_losses\" has {} values but run.json "
+                                   "says {} replicas; one loss per replica, or none",
+                                   file, line_number, metrics.replica_losses.size(), replicas));
+    }
     if (metrics.step < 0) {
       throw InputError(file + " line " + std::to_string(line_number) + ": step " +
                        std::to_string(metrics.step) + " is negative");
@@ -516,7 +549,9 @@ std::optional<int64_t> step_of_tensor_file(const std::string& name, const std::s
 // RunDirWriter.
 
 RunDirWriter::RunDirWriter(std::filesystem::path dir, RunInfo info, bool overwrite)
-    : dir_(std::move(dir)), info_(std::move(info)) {
+    : dir_(std::move(dir)),
+      lock_(std::make_unique<DirectoryLock>(dir_, info.producer + " run of case " + info.case_name)),
+      info_(std::move(info)) {
   if (fs::exists(dir_ / kRunJson)) {
     if (!overwrite) {
       throw InputError("run directory " + dir_.string() +
@@ -548,6 +583,23 @@ RunDirWriter::RunDirWriter(std::filesystem::path dir, RunInfo info, bool overwri
   info_.failure.clear();
   if (info_.started_at.empty()) info_.started_at = utc_timestamp_now();
   write_run_json();
+  on_stop_ = std::make_unique<TerminationAction>([this](const std::string& reason) {
+    try {
+      mark_incomplete(reason);
+    } catch (const std::exception&) {
+      // The disk may be what failed; the process ends either way, and run.json says "running".
+    }
+  });
+}
+
+RunDirWriter::~RunDirWriter() {
+  // A producer that said neither finish() nor why it stopped is being unwound by an error.
+  try {
+    mark_incomplete("the producer stopped on an error before the end (its error output says "
+                    "which)");
+  } catch (const std::exception&) {
+    // Nothing more can be done from a destructor; run.json keeps saying "running".
+  }
 }
 
 void RunDirWriter::append_step(const StepMetrics& metrics) {
@@ -567,6 +619,7 @@ void RunDirWriter::write_tensors(int64_t step, const NamedTensors& tensors) {
 }
 
 void RunDirWriter::finish() {
+  std::lock_guard<std::mutex> lock(run_json_mutex_);
   metrics_.flush();
   info_.status = "complete";
   info_.failure.clear();
@@ -574,6 +627,8 @@ void RunDirWriter::finish() {
 }
 
 void RunDirWriter::mark_incomplete(const std::string& why) {
+  std::lock_guard<std::mutex> lock(run_json_mutex_);
+  if (info_.status != "running") return;  // the first reason stands; a stop after the end is none
   metrics_.flush();  // keep every step written so far
   info_.status = "incomplete";
   info_.failure = why;
@@ -588,6 +643,26 @@ void RunDirWriter::write_run_json() const {
 
 // ---------------------------------------------------------------------------------------------
 // Reader.
+
+namespace {
+
+// Producers record steps 0..steps-1; importers the steps they imported. A "complete" run with
+// fewer lines was cut short after the fact (a truncated copy, an edited file).
+void demote_if_steps_missing(RunDir& run) {
+  const int64_t promised = run.info.steps;
+  const int64_t recorded = static_cast<int64_t>(run.steps.size());
+  if (run.info.status != "complete" || promised < 0 || recorded == promised) return;
+  run.info.status = "incomplete";
+  run.info.failure = fmt::format(
+      "run.json says complete, but metrics.jsonl holds {} of the {} steps it promises ({}); the "
+      "run directory was cut short or edited: rerun the producer",
+      recorded, promised,
+      recorded == 0 ? std::string("no step at all")
+                    : fmt::format("recorded steps {}..{}", run.steps.front().step,
+                                  run.steps.back().step));
+}
+
+}  // namespace
 
 RunDir read_run_dir(const std::filesystem::path& dir) {
   const fs::path run_json = dir / kRunJson;
@@ -610,9 +685,28 @@ RunDir read_run_dir(const std::filesystem::path& dir) {
   RunDir run;
   run.dir = dir;
   run.info = run_info_from_json(document, run_json.string());
-  run.steps = read_metrics(dir / kMetricsJsonl);
+  run.steps = read_metrics(dir / kMetricsJsonl, run.info.replicas);
   run.tensor_steps = list_tensor_steps(dir);
+  demote_if_steps_missing(run);
   return run;
+}
+
+bool mark_run_dir_incomplete(const std::filesystem::path& dir, const std::string& why) {
+  const fs::path run_json = dir / kRunJson;
+  std::error_code error;
+  if (!fs::is_regular_file(run_json, error)) return false;
+  Json document;
+  try {
+    document = Json::parse(read_text_file(run_json));
+  } catch (const std::exception&) {
+    return false;  // not ours to repair; the reader will say what is wrong with it
+  }
+  if (!document.is_object() || document.value("status", "") != "running") return false;
+  document["status"] = "incomplete";
+  document["failure"] = why;
+  write_text_file_atomically(run_json,
+                             document.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+  return true;
 }
 
 NamedTensors read_step_tensors(const std::filesystem::path& dir, int64_t step) {

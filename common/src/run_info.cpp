@@ -1,15 +1,7 @@
-#include <unistd.h>
-
+#include "parity/common/peer_processes.h"
 #include "parity/common/run_dir.h"
 
 namespace parity {
-namespace {
-std::string host_name() {
-  char buffer[256] = {};
-  gethostname(buffer, sizeof buffer - 1);
-  return buffer;
-}
-}  // namespace
 
 RunInfo run_info_for_case(const CaseSpec& spec, const std::string& producer) {
   RunInfo info;
@@ -19,6 +11,7 @@ RunInfo run_info_for_case(const CaseSpec& spec, const std::string& producer) {
   info.case_toml = spec.to_toml();
   info.replicas = spec.parallel.replicas;
   info.processes = 1;
+  info.steps = spec.train.steps;
   info.dtype = spec.train.dtype;
   info.optimizer = spec.train.optimizer;
   info.seed = spec.init.seed;

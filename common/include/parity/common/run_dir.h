@@ -11,16 +11,25 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "parity/common/case_spec.h"
+#include "parity/common/directory_lock.h"
 #include "parity/common/host_tensor.h"
+#include "parity/common/termination.h"
 
 namespace parity {
 
-inline constexpr int kRunSchemaVersion = 1;
+// 2 added "steps" (the steps a run promises). Schema 1 files are still read.
+inline constexpr int kRunSchemaVersion = 2;
+
+// The most replicas a run.json may describe: far beyond any data-parallel job (the largest
+// published pmap/DDP jobs span thousands of devices), so only a damaged file is refused.
+inline constexpr int64_t kMaxRunReplicas = 1 << 20;
 
 struct StepMetrics {
   int64_t step = 0;                   // 0-based optimizer step
@@ -61,6 +70,10 @@ struct RunInfo {
   std::string case_toml;   // the canonical case, overrides applied
   int64_t replicas = 0;
   int64_t processes = 1;
+  // The steps the run promises to record in metrics.jsonl (a producer: the case's
+  // train.steps; an importer: the steps it imported). A run that says "complete" but holds
+  // fewer is read as incomplete. -1 in schema 1 files, which did not say.
+  int64_t steps = -1;
   std::string dtype;
   std::string optimizer;
   uint64_t seed = 0;
@@ -76,7 +89,10 @@ class RunDirWriter {
  public:
   // Creates `dir` (and tensors/), refusing a directory that already holds a run.json unless
   // `overwrite`; writes run.json with status "running".
+  // Holds the folder's DirectoryLock while it lives, and marks the run incomplete when the
+  // process is told to stop (termination.h).
   RunDirWriter(std::filesystem::path dir, RunInfo info, bool overwrite = false);
+  ~RunDirWriter();
 
   const std::filesystem::path& dir() const { return dir_; }
   RunInfo& info() { return info_; }
@@ -90,8 +106,12 @@ class RunDirWriter {
   void write_run_json() const;
 
   std::filesystem::path dir_;
+  std::unique_ptr<DirectoryLock> lock_;
   RunInfo info_;
   std::ofstream metrics_;
+  // run.json is written by the trainer and, on a stop signal, by the termination thread.
+  mutable std::mutex run_json_mutex_;
+  std::unique_ptr<TerminationAction> on_stop_;
 };
 
 struct RunDir {
@@ -101,9 +121,16 @@ struct RunDir {
   std::vector<int64_t> tensor_steps;  // steps with a tensors/step_NNNNNN.safetensors
 };
 
-// Reads and validates a run directory (schema version, required keys, types, step order).
-// Errors name the file and the line.
+// Reads and validates a run directory (schema version, required keys, types and ranges, step
+// order, each step's replica losses against the replicas). Errors name the file and the line.
+// A run that says "complete" but lacks steps it promised is returned as "incomplete", its
+// failure naming what is missing: no reader takes a truncated run for a finished one.
 RunDir read_run_dir(const std::filesystem::path& dir);
+
+// For a launcher whose worker died before it could say so: marks the run in `dir` incomplete
+// with `why` when its run.json still says "running". Returns whether it did. A run that already
+// ended (complete, or incomplete with its own reason) is left as it is.
+bool mark_run_dir_incomplete(const std::filesystem::path& dir, const std::string& why);
 NamedTensors read_step_tensors(const std::filesystem::path& dir, int64_t step);
 
 // DIR/tensors/step_NNNNNN.safetensors, the file a run records `step`'s tensors in.
