@@ -50,9 +50,26 @@ void write_file_atomically(const fs::path& path, const std::string& contents) {
   fail("cannot write the report file", path, failure);
 }
 
+void remove_report_files(const fs::path& dir, const std::vector<const char*>& names) {
+  for (const char* name : names) {
+    std::error_code error;
+    fs::remove(dir / name, error);
+    if (error) fail("cannot remove the old report", dir / name, error.message());
+  }
+}
+
 void write_report_files(const fs::path& dir, const std::vector<ReportFile>& files) {
   create_report_directory(dir);
-  for (const ReportFile& file : files) write_file_atomically(dir / file.name, file.contents);
+  std::vector<const char*> names;
+  for (const ReportFile& file : files) names.push_back(file.name);
+  remove_report_files(dir, names);
+  try {
+    for (const ReportFile& file : files) write_file_atomically(dir / file.name, file.contents);
+  } catch (const InputError&) {
+    std::error_code ignored;
+    for (const char* name : names) fs::remove(dir / name, ignored);
+    throw;
+  }
 }
 
 }  // namespace parity::reports

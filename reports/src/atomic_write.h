@@ -22,8 +22,13 @@ struct ReportFile {
   std::string contents;
 };
 
-// Creates `dir` and writes each file into it atomically, as above. Callers render every file
-// first, so a renderer that throws leaves nothing behind.
+// Creates `dir` and writes each file into it atomically, as above, all or nothing: the old files
+// are removed first, and when one of the new cannot be written the others are removed too, so
+// `dir` never holds a mix of two runs' reports. Callers render every file first, so a renderer
+// that throws leaves the old reports untouched.
 void write_report_files(const std::filesystem::path& dir, const std::vector<ReportFile>& files);
+
+// Removes `names` from `dir` where they exist; InputError naming the file when one cannot be.
+void remove_report_files(const std::filesystem::path& dir, const std::vector<const char*>& names);
 
 }  // namespace parity::reports

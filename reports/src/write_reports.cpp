@@ -3,6 +3,10 @@
 
 namespace parity::reports {
 
+void remove_reports(const std::filesystem::path& dir) {
+  remove_report_files(dir, {kHtmlFile, kMarkdownFile, kJsonFile, kJunitFile});
+}
+
 void write_reports(const compare::ComparisonResult& result, const std::filesystem::path& dir) {
   // Render everything before touching the disk: a renderer that throws leaves no file behind.
   write_report_files(dir, {

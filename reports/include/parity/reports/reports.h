@@ -47,8 +47,15 @@ std::string render_terminal_summary(const compare::ComparisonResult& result, boo
 
 // Renders the four reports and writes them into `dir` (created if missing), each file replaced
 // atomically (temp file + rename): a reader sees the old file or the new one, never half of one.
-// Throws parity::InputError naming the path when `dir` cannot be created or written.
+// All or nothing: when one cannot be written, none of the four is left in `dir`, old or new,
+// so a CI that reads junit.xml never takes a previous run's verdict for this one. Throws
+// parity::InputError naming the path when `dir` cannot be created or written.
 void write_reports(const compare::ComparisonResult& result, const std::filesystem::path& dir);
+
+// Removes the four reports from `dir` (those that exist), before a rerun whose results will
+// replace them: while the rerun trains, and when it is stopped, no old verdict stays beside the
+// new runs. Throws parity::InputError naming the file when one cannot be removed.
+void remove_reports(const std::filesystem::path& dir);
 
 // When $GITHUB_STEP_SUMMARY names a file, appends `markdown` (report.md) to it and returns true;
 // returns false when the variable is unset or empty. The file is kept within
