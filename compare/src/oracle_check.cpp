@@ -36,6 +36,15 @@ double worse_error(double error, double x, double oracle) {
                                                      : std::max(error, difference);
 }
 
+// Bits of mantissa: the order of precision among the dtypes a run may train in.
+int precision_bits(const std::string& dtype) {
+  if (dtype == "f64") return 53;
+  if (dtype == "f32") return 24;
+  if (dtype == "f16") return 11;
+  if (dtype == "bf16") return 8;
+  return 0;
+}
+
 }  // namespace
 
 Check check_oracle(const RunPair& runs, const CompareOptions& options,
@@ -49,6 +58,16 @@ Check check_oracle(const RunPair& runs, const CompareOptions& options,
     return check;
   }
   const RunInfo& oracle_info = options.oracle->info;
+  // An oracle no more precise than the runs judged would call their own rounding the truth.
+  const int compared_bits =
+      std::max(precision_bits(runs.a.info.dtype), precision_bits(runs.b.info.dtype));
+  if (precision_bits(oracle_info.dtype) <= compared_bits) {
+    throw InputError(fmt::format(
+        "{}: the oracle trained in {}, no more precise than the runs it would judge ({} and {}); "
+        "an oracle must be a higher-precision run: train one with parity pmap CASE --float64",
+        (options.oracle->dir / "run.json").string(), oracle_info.dtype, runs.a.info.dtype,
+        runs.b.info.dtype));
+  }
   // The oracle stands for what the reference computes, done in higher precision.
   if (oracle_info.case_hash != runs.b.info.case_hash) {
     throw InputError(fmt::format(
