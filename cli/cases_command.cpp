@@ -15,6 +15,7 @@
 #include "parity/common/error.h"
 #include "parity/reports/catalogue.h"
 #include "scenario_run.h"
+#include "run_output.h"
 
 namespace parity::cli {
 namespace {
@@ -120,6 +121,7 @@ int run_command(const RunArgumentsOfCases& arguments) {
   std::vector<reports::CatalogueEntry> entries;
   const std::filesystem::path out(arguments.out);
   for (const CaseSpec& selected : selected_cases(arguments)) {
+  create_output_directory(out);  // before any case runs: --out must be a directory
     std::vector<std::string> overrides =
         arguments.full ? std::vector<std::string>{} : selected.scenario.quick;
     overrides.insert(overrides.end(), arguments.overrides.begin(), arguments.overrides.end());

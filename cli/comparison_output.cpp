@@ -4,20 +4,30 @@
 
 #include <iostream>
 
+#include "numeric_options.h"
 #include "parity/reports/reports.h"
 
 namespace parity::cli {
 
 void add_comparison_options(CLI::App* command, ComparisonArguments& arguments) {
-  command->add_option("--loss-rtol", arguments.loss_rtol,
-                      "relative tolerance of the loss curve (default by dtype; README)");
-  command->add_option("--loss-atol", arguments.loss_atol, "absolute tolerance of the loss curve");
-  command->add_option("--tensor-rtol", arguments.tensor_rtol,
-                      "relative tolerance of gradients and parameters");
-  command->add_option("--tensor-atol", arguments.tensor_atol,
-                      "absolute tolerance of gradients and parameters");
-  command->add_option("--allowed-bad-steps", arguments.allowed_bad_steps,
-                      "loss steps allowed outside the tolerance (the approximate lane)");
+  command
+      ->add_option("--loss-rtol", arguments.loss_rtol,
+                   "relative tolerance of the loss curve (default by dtype; README)")
+      ->check(non_negative_number());
+  command->add_option("--loss-atol", arguments.loss_atol, "absolute tolerance of the loss curve")
+      ->check(non_negative_number());
+  command
+      ->add_option("--tensor-rtol", arguments.tensor_rtol,
+                   "relative tolerance of gradients and parameters")
+      ->check(non_negative_number());
+  command
+      ->add_option("--tensor-atol", arguments.tensor_atol,
+                   "absolute tolerance of gradients and parameters")
+      ->check(non_negative_number());
+  command
+      ->add_option("--allowed-bad-steps", arguments.allowed_bad_steps,
+                   "loss steps allowed outside the tolerance (the approximate lane)")
+      ->check(integer_in(0, kMaxCaseSteps));
   command->add_flag("--require-same-case", arguments.require_same_case,
                     "fail when the two runs' cases differ (default: a warning)");
   command->add_flag("--fail-on-performance", arguments.fail_on_performance,

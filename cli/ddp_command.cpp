@@ -11,6 +11,7 @@
 #include "parity/common/run_dir.h"
 #include "parity/common/tensor_file.h"
 #include "parity/ddp_ref/ddp_ref.h"
+#include "numeric_options.h"
 #include "run_output.h"
 
 namespace parity::cli {
@@ -49,9 +50,6 @@ void run_ddp(const DdpArguments& arguments) {
   options.quiet = arguments.quiet;
   if (!arguments.inject_fault.empty()) {
     options.fault = ddp_ref::parse_fault_injection(arguments.inject_fault);
-  }
-  if (arguments.timeout_seconds <= 0) {
-    throw InputError("--timeout must be a positive number of seconds");
   }
 
   // A process started by torchrun (or by `--nproc` below) joins as its rank(s).
@@ -92,9 +90,11 @@ void register_ddp_command(CLI::App& app) {
       ->add_option("--nproc", arguments->nproc,
                    "processes to spread the replicas over (default: the case's "
                    "parallel.processes); 1 runs every rank as a thread")
-      ->check(CLI::PositiveNumber);
-  command->add_option("--timeout", arguments->timeout_seconds,
-                      "seconds any rank waits for the others before failing (default 60)");
+      ->check(integer_in(1, kMaxCaseReplicas));
+  command
+      ->add_option("--timeout", arguments->timeout_seconds,
+                   "seconds any rank waits for the others before failing (default 60)")
+      ->check(positive_number(kMaxTimeoutSeconds));
   command->add_option("--inject-fault", arguments->inject_fault,
                       "make RANK fail at STEP, to see how failures are reported: "
                       "RANK:STEP:throw|exit|nan");

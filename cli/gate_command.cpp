@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "comparison_output.h"
+#include "numeric_options.h"
 #include "parity/common/error.h"
 #include "parity/common/run_dir.h"
 #include "parity/compare/gate.h"
@@ -38,7 +39,7 @@ CaseSpec baseline_case(const RunDir& baseline, const fs::path& work) {
     throw InputError(fmt::format("{}: run.json records no case text, so the case cannot be rerun",
                                  baseline.dir.string()));
   }
-  fs::create_directories(work);
+  create_output_directory(work);
   const fs::path file = work / (baseline.info.case_name + ".toml");
   write_text_file_atomically(file, baseline.info.case_toml);
   CaseSpec spec = load_case(file.string());
@@ -127,7 +128,7 @@ void register_gate_command(CLI::App& app, int& exit_status) {
       "--calibrate", arguments->calibrate,
       "rerun the baseline's case N times (ddp_ref or pmap_engine baselines) and store the "
       "tolerances they need in BASELINE/gate.json under this platform");
-  calibrate->check(CLI::Range(int64_t{1}, int64_t{100}));
+  calibrate->check(integer_in(1, 100));
   auto* reruns = command->add_option(
       "--reruns", arguments->reruns,
       "calibrate from these reruns of the baseline's case instead (runs parity cannot make: "
@@ -137,16 +138,16 @@ void register_gate_command(CLI::App& app, int& exit_status) {
   command
       ->add_option("--max-throughput-drop", arguments->max_throughput_drop_percent,
                    "fail when samples/s drops by more than this percent (default 5)")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(number_in(0, 100));
   command
       ->add_option("--max-memory-growth", arguments->max_memory_growth_percent,
                    "fail when peak memory per replica grows by more than this percent "
                    "(default 10)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   command
       ->add_option("--margin", arguments->margin,
                    "calibration: tolerance = largest deviation of a rerun x this (default 2)")
-      ->check(CLI::Range(1.0, 1000.0));
+      ->check(number_in(1, 1000));
   command->add_option("--work", arguments->work,
                       "calibration: where the reruns go (default BASELINE.calibration)");
   command->add_option("--report", arguments->report,

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "numeric_options.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/error.h"
 #include "parity/interop/metrics_import.h"
@@ -46,7 +47,8 @@ void register_import_tensors(CLI::App& import) {
                    "the run directory (of the same case) to add the tensors to; `parity import "
                    "metrics` makes it")
       ->required();
-  tensors->add_option("--step", arguments->step, "the step a single file was saved at");
+  tensors->add_option("--step", arguments->step, "the step a single file was saved at")
+      ->check(integer_in(0, kMaxCaseSteps - 1));
   tensors
       ->add_option("--kind", arguments->kind,
                    "from-names: the file holds params/... and grads/... tensors; params or grads: "

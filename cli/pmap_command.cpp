@@ -7,6 +7,7 @@
 #include "parity/common/error.h"
 #include "pmap_processes.h"
 #include "pmap_trainer.h"
+#include "numeric_options.h"
 #include "run_output.h"
 
 namespace parity::cli {
@@ -41,11 +42,11 @@ void register_pmap_command(CLI::App& app) {
       ->add_option("--nproc", arguments->nproc,
                    "processes to spread the devices over, each joining the others as "
                    "jax.distributed.initialize does (default: the case's parallel.processes)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, kMaxCaseReplicas));
   command
       ->add_option("--timeout", arguments->timeout_seconds,
                    "seconds a process may wait for the others (joining, every exchange)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number(kMaxTimeoutSeconds));
   command->callback([arguments] {
     CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
     cases::PmapRunOptions options;

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "numeric_options.h"
 #include "parity/common/error.h"
 #include "pmap_engine/random.h"
 
@@ -209,16 +210,11 @@ void register_rng_command(CLI::App& app) {
 
   CLI::App* split = rng->add_subcommand("split", "jax.random.split(key, num) as [[hi, lo], ...]");
   add_key_argument(split, *arguments);
-  split->add_option("--num", arguments->num, "how many keys (default 2)");
+  split->add_option("--num", arguments->num, "how many keys (default 2)")
+      ->check(integer_in(0, static_cast<int64_t>(kMaxPrintedElements)));
   add_partitionable_option(split, *arguments);
   split->callback([arguments] {
     const pr::Key parent = parse_key(arguments->key);
-    if (arguments->num < 0 || static_cast<uint64_t>(arguments->num) > kMaxPrintedElements) {
-      throw InputError("parity rng split: --num " + std::to_string(arguments->num) +
-                       (arguments->num < 0 ? " is negative" : " is more than parity rng prints") +
-                       "; ask for a number of keys in 0.." + std::to_string(kMaxPrintedElements) +
-                       ", e.g. --num 3");
-    }
     const bool partitionable = parse_partitionable(arguments->partitionable);
     nlohmann::json keys = nlohmann::json::array();
     for (const pr::Key& child : pr::split(parent, arguments->num, partitionable)) {
@@ -244,8 +240,10 @@ void register_rng_command(CLI::App& app) {
     add_shape_option(sampler, *arguments);
     add_partitionable_option(sampler, *arguments);
   }
-  uniform->add_option("--minval", arguments->minval, "lower bound, inclusive (default 0)");
-  uniform->add_option("--maxval", arguments->maxval, "upper bound, exclusive (default 1)");
+  uniform->add_option("--minval", arguments->minval, "lower bound, inclusive (default 0)")
+      ->check(finite_number());
+  uniform->add_option("--maxval", arguments->maxval, "upper bound, exclusive (default 1)")
+      ->check(finite_number());
 
   bits->callback([arguments] {
     const pr::Key parent = parse_key(arguments->key);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "parity/common/error.h"
 #include "parity/common/init_params.h"
 #include "parity/common/run_dir.h"
 #include "parity/common/tensor_file.h"
@@ -30,10 +31,19 @@ std::filesystem::path default_out_dir(const CaseSpec& spec, const std::string& p
   return std::filesystem::path("runs") / spec.name / (producer + "-" + stamp);
 }
 
+void create_output_directory(const std::filesystem::path& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (!error && std::filesystem::is_directory(dir, error)) return;
+  throw InputError(fmt::format(
+      "cannot create the output directory {}: {}; choose a directory you can write to",
+      dir.string(), error ? error.message() : "a file is in the way"));
+}
+
 std::filesystem::path ensure_init_file(const CaseSpec& spec, const std::string& init,
                                        const std::filesystem::path& out_dir) {
   if (!init.empty()) return init;
-  std::filesystem::create_directories(out_dir);
+  create_output_directory(out_dir);
   std::filesystem::path path = out_dir / "init.safetensors";
   write_safetensors(path, init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale),
                     {{"case", spec.name}, {"scheme", spec.init.scheme}});

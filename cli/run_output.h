@@ -27,6 +27,10 @@ void add_run_options(CLI::App* command, RunArguments& arguments, const std::stri
 // runs/CASE/PRODUCER-TIMESTAMP
 std::filesystem::path default_out_dir(const CaseSpec& spec, const std::string& producer);
 
+// Creates `dir` and its parents when missing; InputError naming `dir` and the reason when that
+// fails (a path that is a file, or under one; no permission), not std::filesystem_error.
+void create_output_directory(const std::filesystem::path& dir);
+
 // `init` when given; otherwise the case's own initial parameters (as `parity init` makes
 // them), written into the run directory so that the run documents its start.
 std::filesystem::path ensure_init_file(const CaseSpec& spec, const std::string& init,

@@ -11,6 +11,7 @@
 #include "parity/interop/param_names.h"
 #include "parity/interop/tensor_import.h"
 
+#include "numeric_options.h"
 namespace parity::cli {
 namespace {
 
@@ -54,9 +55,9 @@ void register_tensors_command(CLI::App& app, int& exit_status) {
   diff->add_option("--naming-a", arguments->naming_a, "auto, torch or flax")->check(namings);
   diff->add_option("--naming-b", arguments->naming_b, "auto, torch or flax")->check(namings);
   diff->add_option("--rtol", arguments->rtol, "relative tolerance (default 0: exact)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   diff->add_option("--atol", arguments->atol, "absolute tolerance (default 0: exact)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   diff->callback([arguments, &exit_status] {
     const interop::CanonicalParams a = read_and_map(arguments->a, arguments->naming_a);
     const interop::CanonicalParams b = read_and_map(arguments->b, arguments->naming_b);
