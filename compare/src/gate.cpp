@@ -4,6 +4,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -49,6 +50,19 @@ Json to_json(const Calibration& calibration) {
             {"max_memory_growth", calibration.max_memory_growth}}}};
 }
 
+// Every number of a calibration, by its gate.json name, for the finiteness checks.
+std::vector<std::pair<const char*, double>> numbers_of(const Calibration& calibration) {
+  return {{"margin", calibration.margin},
+          {"observed.loss_max_abs", calibration.loss_max_abs},
+          {"observed.tensor_max_abs", calibration.tensor_max_abs},
+          {"observed.throughput_drop", calibration.throughput_drop},
+          {"observed.memory_growth", calibration.memory_growth},
+          {"tolerances.loss_atol", calibration.loss_atol},
+          {"tolerances.tensor_atol", calibration.tensor_atol},
+          {"tolerances.max_throughput_drop", calibration.max_throughput_drop},
+          {"tolerances.max_memory_growth", calibration.max_memory_growth}};
+}
+
 Calibration from_json(const std::string& platform, const Json& entry, const fs::path& file) {
   const auto field = [&](const Json& object, const char* section, const char* key) -> const Json& {
     if (!object.is_object() || !object.contains(key)) {
@@ -59,28 +73,41 @@ Calibration from_json(const std::string& platform, const Json& entry, const fs::
     }
     return object.at(key);
   };
+  // JSON has no NaN or infinity: nlohmann writes them as null (what a calibration with
+  // --margin nan left before numbers were checked), and reads 1e999 as infinity.
+  const auto number = [&](const Json& object, const char* section, const char* key) {
+    const Json& value = field(object, section, key);
+    if (value.is_null() || (value.is_number() && !std::isfinite(value.get<double>()))) {
+      throw InputError(fmt::format(
+          "{}: calibration for '{}' has \"{}{}\": {}, not a finite number, so it cannot "
+          "gate; recalibrate with parity gate --calibrate N (or --reruns DIR...)",
+          file.string(), platform, section, key, value.dump()));
+    }
+    return value.get<double>();
+  };
   try {
     Calibration calibration;
     calibration.platform = platform;
     calibration.producer = field(entry, "", "producer").get<std::string>();
     calibration.reruns = field(entry, "", "reruns").get<int64_t>();
-    calibration.margin = field(entry, "", "margin").get<double>();
+    calibration.margin = number(entry, "", "margin");
     calibration.calibrated_at = field(entry, "", "calibrated_at").get<std::string>();
     const Json& observed = field(entry, "", "observed");
-    calibration.loss_max_abs = field(observed, "observed.", "loss_max_abs").get<double>();
-    calibration.tensor_max_abs = field(observed, "observed.", "tensor_max_abs").get<double>();
-    calibration.throughput_drop = field(observed, "observed.", "throughput_drop").get<double>();
-    calibration.memory_growth = field(observed, "observed.", "memory_growth").get<double>();
+    calibration.loss_max_abs = number(observed, "observed.", "loss_max_abs");
+    calibration.tensor_max_abs = number(observed, "observed.", "tensor_max_abs");
+    calibration.throughput_drop = number(observed, "observed.", "throughput_drop");
+    calibration.memory_growth = number(observed, "observed.", "memory_growth");
     const Json& tolerances = field(entry, "", "tolerances");
-    calibration.loss_atol = field(tolerances, "tolerances.", "loss_atol").get<double>();
-    calibration.tensor_atol = field(tolerances, "tolerances.", "tensor_atol").get<double>();
+    calibration.loss_atol = number(tolerances, "tolerances.", "loss_atol");
+    calibration.tensor_atol = number(tolerances, "tolerances.", "tensor_atol");
     calibration.max_throughput_drop =
-        field(tolerances, "tolerances.", "max_throughput_drop").get<double>();
+        number(tolerances, "tolerances.", "max_throughput_drop");
     calibration.max_memory_growth =
-        field(tolerances, "tolerances.", "max_memory_growth").get<double>();
+        number(tolerances, "tolerances.", "max_memory_growth");
     return calibration;
   } catch (const Json::type_error& error) {
-    throw InputError(fmt::format("{}: calibration for '{}' has a value of the wrong type ({})",
+    throw InputError(fmt::format("{}: calibration for '{}' has a value of the wrong type ({}); "
+                                 "recalibrate with parity gate --calibrate N",
                                  file.string(), platform, error.what()));
   }
 }
@@ -146,6 +173,17 @@ std::map<std::string, Calibration> read_calibrations(const fs::path& baseline_di
 
 void write_calibration(const fs::path& baseline_dir, const Calibration& calibration) {
   const fs::path file = baseline_dir / kGateJson;
+  // JSON cannot hold NaN or infinity (nlohmann writes null), and a gate read back from such a
+  // file could never judge: refuse before touching the file.
+  for (const auto& [name, value] : numbers_of(calibration)) {
+    if (!std::isfinite(value)) {
+      throw InputError(fmt::format(
+          "{}: not written: the calibration for '{}' has {} = {}, not a finite number; "
+          "calibrate with a finite --margin and reruns whose losses, tensors, throughput and "
+          "memory are finite",
+          file.string(), calibration.platform, name, value));
+    }
+  }
   Json document = fs::exists(file) ? read_gate_json(file)
                                    : Json{{"format", kGateFormat},
                                           {"schema_version", kGateSchemaVersion},
@@ -157,6 +195,12 @@ void write_calibration(const fs::path& baseline_dir, const Calibration& calibrat
 Calibration calibrate(const RunDir& baseline, const std::vector<RunDir>& reruns, double margin,
                       const GateThresholds& floors) {
   if (reruns.empty()) throw InputError("calibration needs at least one rerun of the baseline");
+  if (!std::isfinite(margin) || margin < 1) {
+    throw InputError(fmt::format(
+        "calibration margin {}: expected a finite number >= 1 (the tolerances are the largest "
+        "deviation of a rerun times the margin; below 1 the reruns themselves would fail)",
+        margin));
+  }
   Calibration calibration;
   calibration.platform = current_platform();
   calibration.producer = baseline.info.producer;

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "real_runs.h"
@@ -134,6 +135,41 @@ TEST(Gate, AMalformedGateJsonIsRefusedWithTheFileAndTheFix) {
   std::ofstream(dir.path("gate.json"), std::ios::trunc) << "{\"format\": \"other\"}";
   testing::expect_input_error([&] { read_calibrations(dir.path()); },
                               {"gate.json", "not a parity gate file"});
+}
+
+TEST(Gate, NonFiniteTolerancesAreNeverWrittenAndAskForARecalibrationWhenRead) {
+  testing::TempDir dir;
+  Calibration calibration;
+  calibration.platform = current_platform();
+  calibration.producer = "ddp_ref";
+  calibration.reruns = 1;
+  calibration.loss_atol = std::nan("");  // what --margin nan produced before it was refused
+  testing::expect_input_error([&] { write_calibration(dir.path(), calibration); },
+                              {"gate.json", "not written", "tolerances.loss_atol = nan",
+                               "finite --margin"});
+  EXPECT_FALSE(fs::exists(dir.path("gate.json")));
+
+  // A gate.json an older parity wrote that way: nlohmann wrote the NaN as null.
+  std::ofstream(dir.path("gate.json")) << R"({"format": "parity-gate", "schema_version": 1,
+    "calibrations": {"p": {"producer": "ddp_ref", "reruns": 1, "margin": 2,
+      "calibrated_at": "2026-12-04T00:00:00Z",
+      "observed": {"loss_max_abs": 0, "tensor_max_abs": 0, "throughput_drop": 0,
+                   "memory_growth": 0},
+      "tolerances": {"loss_atol": null, "tensor_atol": 0, "max_throughput_drop": 0.05,
+                     "max_memory_growth": 0.1}}}})";
+  testing::expect_input_error(
+      [&] { read_calibrations(dir.path()); },
+      {"gate.json", "'p'", "\"tolerances.loss_atol\": null, not a finite number",
+       "recalibrate with parity gate --calibrate N"});
+}
+
+TEST(Gate, ANonFiniteMarginIsRefused) {
+  const RunDir baseline = read_run_dir(ddp_run());
+  for (const double margin : {std::nan(""), HUGE_VAL, 0.5}) {
+    testing::expect_input_error(
+        [&] { calibrate(baseline, {read_run_dir(ddp_rerun())}, margin, {}); },
+        {"calibration margin", "expected a finite number >= 1"});
+  }
 }
 
 TEST(Gate, TheCliCalibratesAndThenPassesAReproducingRun) {

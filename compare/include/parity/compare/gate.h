@@ -58,14 +58,16 @@ struct Calibration {
 std::string current_platform();
 
 // Every calibration in BASELINE/gate.json (none when the file is absent); InputError naming the
-// file and the key for a malformed one.
+// file and the key for a malformed one, including a number that is null or not finite (JSON
+// has no NaN: a NaN written by an older parity reads back as null), with the fix: recalibrate.
 std::map<std::string, Calibration> read_calibrations(const std::filesystem::path& baseline_dir);
 // Adds (or replaces) `calibration` under its platform in BASELINE/gate.json, atomically, keeping
-// the other platforms'.
+// the other platforms'. InputError, and the file untouched, when any of its numbers is not
+// finite.
 void write_calibration(const std::filesystem::path& baseline_dir, const Calibration& calibration);
 
 // Compares each rerun with the baseline and derives the tolerances. InputError when there is no
-// rerun, a rerun is incomplete or of another case.
+// rerun, a rerun is incomplete or of another case, or `margin` is not a finite number >= 1.
 Calibration calibrate(const RunDir& baseline, const std::vector<RunDir>& reruns, double margin,
                       const GateThresholds& floors);
 
