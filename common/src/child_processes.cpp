@@ -9,7 +9,11 @@
 #include <optional>
 #include <thread>
 
+#include "parity/common/directory_lock.h"
 #include "parity/common/error.h"
+#include "parity/common/peer_processes.h"
+#include "parity/common/run_dir.h"
+#include "parity/common/termination.h"
 
 namespace parity {
 
@@ -22,13 +26,19 @@ std::string describe_exit(int status) {
 std::vector<std::string> run_child_processes(const std::filesystem::path& executable,
                                              const std::vector<std::string>& arguments,
                                              const std::vector<ChildProcess>& children,
-                                             std::chrono::seconds grace) {
+                                             std::chrono::seconds grace,
+                                             const std::filesystem::path& run_dir) {
   using Clock = std::chrono::steady_clock;
+  const DirectoryLock lock(run_dir, fmt::format("launcher of {} processes", children.size()));
+  const pid_t launcher = getpid();
+  const std::string launcher_text = std::to_string(launcher);
   std::map<pid_t, size_t> running;  // pid -> index in `children`
   for (size_t index = 0; index < children.size(); ++index) {
     const pid_t pid = fork();
     if (pid < 0) throw RunError("fork failed while starting " + children[index].label);
     if (pid == 0) {
+      die_with_parent(launcher);
+      setenv("PARITY_LAUNCHER_PID", launcher_text.c_str(), 1);
       for (const auto& [name, value] : children[index].env) setenv(name.c_str(), value.c_str(), 1);
       std::string program = executable.string();
       std::vector<std::string> copies = arguments;
@@ -57,14 +67,22 @@ std::vector<std::string> run_child_processes(const std::filesystem::path& execut
     }
     if (deadline && Clock::now() > *deadline) {
       for (const auto& [child, index] : running) {
+        const bool stopped = lost_process_state({host_name(), child}) == "stopped";
         kill(child, SIGKILL);
-        failures.push_back(fmt::format("{} was killed: still running {} s after the first failure",
-                                       children[index].label, grace.count()));
+        failures.push_back(fmt::format("{} was killed: {} {} s after the first failure",
+                                       children[index].label,
+                                       stopped ? "stopped (SIGSTOP or a debugger)" : "still running",
+                                       grace.count()));
       }
       for (const auto& entry : running) waitpid(entry.first, &status, 0);
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!failures.empty()) {
+    mark_run_dir_incomplete(
+        run_dir, fmt::format("a worker process ended before it could record why: {}",
+                             fmt::join(failures, "; ")));
   }
   return failures;
 }

@@ -1,7 +1,7 @@
 // Run directory writer and reader (schema 2; schema 1, without "steps", is still read). Files, as written here:
 //
 //   run.json       {"format": "parity-run", "schema_version": 2, "producer", "status", "failure",
-//                   "case": {"name", "hash", "toml"}, "replicas", "processes", "steps", "dtype",
+//                   "case": {"name", "hash", "toml"}, "replicas", "processes", "steps" (optional), "dtype",
 //                   "optimizer", "seed", "versions": {name: version}, "host", "started_at",
 //                   "timings": {"setup_seconds", "first_step_seconds",
 //                               "steady_step_median_seconds", "steady_step_spread_seconds",
@@ -284,7 +284,7 @@ Json run_info_to_json(const RunInfo& info) {
   run["case"] = {{"name", info.case_name}, {"hash", info.case_hash}, {"toml", info.case_toml}};
   run["replicas"] = info.replicas;
   run["processes"] = info.processes;
-  run["steps"] = info.steps;
+  if (info.steps >= 0) run["steps"] = info.steps;
   run["dtype"] = info.dtype;
   run["optimizer"] = info.optimizer;
   run["seed"] = info.seed;
@@ -350,7 +350,7 @@ RunInfo run_info_from_json(const Json& document, const std::string& where) {
                                  "replicas; the file is damaged: rerun the producer",
                                  where, info.processes, info.replicas));
   }
-  if (info.schema_version >= 2) {
+  if (run.has("steps")) {
     info.steps = run.integer("steps");
     if (info.steps < 0) {
       throw InputError(fmt::format("{}: key \"steps\": {} is negative; the file is damaged: "

@@ -154,8 +154,9 @@ TEST(RunDir, FilesHaveTheDocumentedShape) {
   write_sample_run(temp.path());
   const auto run = nlohmann::json::parse(read_bytes(temp.path() / "run.json"));
   EXPECT_EQ(run.at("format"), "parity-run");
-  EXPECT_EQ(run.at("schema_version"), 1);
+  EXPECT_EQ(run.at("schema_version"), 2);
   EXPECT_EQ(run.at("case").at("name"), "mlp_fashion_mnist");
+  EXPECT_FALSE(run.contains("steps"));  // sample_info() promises none
   EXPECT_EQ(run.at("memory").at("peak_bytes_per_replica").size(), 4u);
 
   // metrics.jsonl: one compact object per line, newline-terminated, no replica_samples key when
@@ -274,9 +275,100 @@ TEST(RunDir, BadJsonNamesTheLine) {
 TEST(RunDir, NewerSchemaVersionAsksForAnUpgrade) {
   TempDir temp;
   write_sample_run(temp.path());
-  edit_run_json(temp.path(), [](auto& run) { run["schema_version"] = 2; });
+  edit_run_json(temp.path(), [](auto& run) { run["schema_version"] = 3; });
   expect_input_error([&] { read_run_dir(temp.path()); },
-                     {"written by a newer parity (schema 2); this build reads schema 1; upgrade"});
+                     {"written by a newer parity (schema 3); this build reads schema 2; upgrade"});
+}
+
+TEST(RunDir, SchemaOneRunsWithoutAPromiseAreStillRead) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  edit_run_json(temp.path(), [](auto& run) {
+    run["schema_version"] = 1;
+    run.erase("steps");
+  });
+  const RunDir run = read_run_dir(temp.path());
+  EXPECT_EQ(run.info.status, "complete");
+  EXPECT_EQ(run.info.steps, -1);
+}
+
+TEST(RunDir, ACompleteRunMissingPromisedStepsIsReadAsIncomplete) {
+  TempDir temp;
+  RunInfo info = sample_info();
+  info.steps = 5;  // the producer promised 5 steps and recorded 3 before saying "complete"
+  RunDirWriter writer(temp.path(), info);
+  for (int64_t step = 0; step < 3; ++step) writer.append_step(sample_step(step));
+  writer.finish();
+  const RunDir run = read_run_dir(temp.path());
+  EXPECT_EQ(run.info.status, "incomplete");
+  EXPECT_EQ(run.info.failure,
+            "run.json says complete, but metrics.jsonl holds 3 of the 5 steps it promises "
+            "(recorded steps 0..2); the run directory was cut short or edited: rerun the producer");
+}
+
+TEST(RunDir, ReplicasAndProcessesOutOfRangeAreRefused) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  for (const int64_t replicas : {int64_t{0}, int64_t{100000000}}) {
+    edit_run_json(temp.path(), [&](auto& run) { run["replicas"] = replicas; });
+    expect_input_error([&] { read_run_dir(temp.path()); },
+                       {"key \"replicas\": " + std::to_string(replicas) +
+                        " is not a number of replicas (1 to 1048576)"});
+  }
+  edit_run_json(temp.path(), [](auto& run) {
+    run["replicas"] = 4;
+    run["processes"] = 5;
+  });
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     {"key \"processes\": 5 is not between 1 and the 4 replicas"});
+  edit_run_json(temp.path(), [](auto& run) {
+    run["processes"] = 2;
+    run["memory"]["peak_bytes_per_replica"] = {1, 2};
+  });
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     {"key \"peak_bytes_per_replica\": 2 values for 4 replicas"});
+}
+
+TEST(RunDir, ReplicaLossesOfTheWrongLengthAreRefusedWithTheLine) {
+  TempDir temp;
+  RunDirWriter writer(temp.path(), sample_info());
+  writer.append_step(sample_step(0));
+  StepMetrics short_step = sample_step(1);
+  short_step.replica_losses = {2.5, 2.25};  // 2 values, run.json says 4 replicas
+  writer.append_step(short_step);
+  writer.finish();
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     {(temp.path() / "metrics.jsonl").string() +
+                      " line 2: \"replica_losses\" has 2 values but run.json says 4 replicas"});
+}
+
+TEST(RunDir, ALauncherMarksOnlyARunStillSayingRunning) {
+  TempDir temp;
+  {
+    RunDirWriter writer(temp.path(), sample_info());
+    writer.append_step(sample_step(0));
+    // The producer is killed here: SIGKILL runs no destructor, so run.json says "running".
+    EXPECT_TRUE(mark_run_dir_incomplete(temp.path(), "process 0 was killed by signal 9"));
+    EXPECT_EQ(read_run_dir(temp.path()).info.failure, "process 0 was killed by signal 9");
+    // A second word does not replace the first.
+    EXPECT_FALSE(mark_run_dir_incomplete(temp.path(), "something else"));
+    writer.finish();
+  }
+  EXPECT_FALSE(mark_run_dir_incomplete(temp.path() / "absent", "no run here"));
+}
+
+TEST(RunDir, AWriterUnwoundByAnErrorMarksTheRunIncomplete) {
+  TempDir temp;
+  try {
+    RunDirWriter writer(temp.path(), sample_info());
+    writer.append_step(sample_step(0));
+    throw std::runtime_error("a kernel failed");
+  } catch (const std::runtime_error&) {
+  }
+  const RunDir run = read_run_dir(temp.path());
+  EXPECT_EQ(run.info.status, "incomplete");
+  EXPECT_EQ(run.info.failure,
+            "the producer stopped on an error before the end (its error output says which)");
 }
 
 TEST(RunDir, WrongFormatIsRejected) {

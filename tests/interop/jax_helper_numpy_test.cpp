@@ -117,8 +117,11 @@ class JaxHelperWithNumpyArrays : public ::testing::Test {
 };
 
 TEST_F(JaxHelperWithNumpyArrays, MetricsLinesAreRunDirectoryStepMetricsWithCppDigests) {
-  const RunDir run = testing::read_log_as_run_dir(log_dir(), load_case("mlp2-fmnist", {}),
-                                                  dir_.path("run"), "parity_jax_log");
+  // The script logs two devices: the run directory says so (the reader checks replica_losses
+  // against the replicas).
+  const RunDir run = testing::read_log_as_run_dir(
+      log_dir(), load_case("mlp2-fmnist", {"parallel.replicas=2"}), dir_.path("run"),
+      "parity_jax_log");
   ASSERT_EQ(run.steps.size(), static_cast<size_t>(kSteps));
   for (int64_t step = 0; step < kSteps; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));

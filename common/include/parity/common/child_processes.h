@@ -16,14 +16,21 @@ struct ChildProcess {
   std::map<std::string, std::string> env;  // set in the child before exec
 };
 
-// Runs `executable arguments...` once per child and waits for all. When one fails, the others
-// get `grace` to finish (a collective timeout and time to write their report) before they are
-// killed. Returns one line per child that did not exit 0; empty when all did. Throws RunError
-// when a child cannot be started.
+// Runs `executable arguments...` once per child and waits for all; the children write one run
+// directory, `run_dir`. When one fails, the others get `grace` to finish (a collective timeout
+// and time to write their report) before they are killed. Returns one line per child that did
+// not exit 0, in the order they ended (the first is the likely cause); empty when all did.
+// Throws RunError when a child cannot be started.
+//
+// The launcher holds run_dir's DirectoryLock for the whole run (its children work under it),
+// its death takes the children with it (they get SIGTERM: die_with_parent), and when a child
+// died before it could say so (the run still says "running"), it marks the run incomplete
+// with the failures.
 std::vector<std::string> run_child_processes(const std::filesystem::path& executable,
                                              const std::vector<std::string>& arguments,
                                              const std::vector<ChildProcess>& children,
-                                             std::chrono::seconds grace);
+                                             std::chrono::seconds grace,
+                                             const std::filesystem::path& run_dir);
 
 // "exited with code 3", "was killed by signal 9".
 std::string describe_exit(int status);

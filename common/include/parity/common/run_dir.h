@@ -24,7 +24,7 @@
 
 namespace parity {
 
-// 2 added "steps" (the steps a run promises). Schema 1 files are still read.
+// 2 added "steps" (the steps a run promises; optional). Schema 1 files are still read.
 inline constexpr int kRunSchemaVersion = 2;
 
 // The most replicas a run.json may describe: far beyond any data-parallel job (the largest
@@ -72,7 +72,7 @@ struct RunInfo {
   int64_t processes = 1;
   // The steps the run promises to record in metrics.jsonl (a producer: the case's
   // train.steps; an importer: the steps it imported). A run that says "complete" but holds
-  // fewer is read as incomplete. -1 in schema 1 files, which did not say.
+  // fewer is read as incomplete. -1: not said (schema 1 files; the key is then left out).
   int64_t steps = -1;
   std::string dtype;
   std::string optimizer;
