@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "parity/common/child_processes.h"
 #include "parity/common/error.h"
 #include "parity/common/loopback_port.h"
+#include "parity/common/peer_processes.h"
 #include "parity/common/tensor_file.h"
 #include "parity/ddp_ref/ddp_ref.h"
 #include "trainer.h"
@@ -49,7 +51,25 @@ RunInfo make_run_info(const CaseSpec& spec, int64_t processes) {
   return info;
 }
 
-void check_supported(const CaseSpec& spec) {
+// A fault that names a rank or step the run does not have would do nothing, and the run would
+// pass as if the fault had been survived: refuse it before any rank starts.
+void check_fault_fits(const CaseSpec& spec, const DdpOptions& options) {
+  if (!options.fault) return;
+  const FaultInjection& fault = *options.fault;
+  if (fault.rank >= spec.parallel.replicas) {
+    throw InputError(fmt::format(
+        "--inject-fault names rank {}, but case {} has {} ranks (0..{}); name one of them",
+        fault.rank, spec.name, spec.parallel.replicas, spec.parallel.replicas - 1));
+  }
+  if (fault.step >= spec.train.steps) {
+    throw InputError(fmt::format(
+        "--inject-fault names step {}, but case {} trains {} steps (0..{}); name one of them",
+        fault.step, spec.name, spec.train.steps, spec.train.steps - 1));
+  }
+}
+
+void check_supported(const CaseSpec& spec, const DdpOptions& options) {
+  check_fault_fits(spec, options);
   if (spec.train.eps_root != 0.0) {
     throw InputError(fmt::format(
         "case {}: train.eps_root = {} has no torch.optim equivalent (torch's Adam adds eps "
@@ -113,8 +133,30 @@ std::string describe_stragglers(c10d::Store& store, int64_t world_size) {
   return fmt::format("missing: {}; it died, hung or was never started. ", fmt::join(missing, ", "));
 }
 
-std::string describe_failures(const std::vector<RankFailure>& failures, c10d::Store& store,
-                              int64_t world_size, double timeout_seconds) {
+// describe_stragglers reads the store, whose host (process 0) may be stopped: a read from a
+// stopped server blocks for ever (c10d's TCPStore::check has no timeout). It runs on a thread of
+// its own, and its answer is awaited for the run's timeout at most.
+std::string describe_stragglers_within(const c10::intrusive_ptr<c10d::Store>& store,
+                                       int64_t world_size, double timeout_seconds) {
+  auto answer = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> future = answer->get_future();
+  std::thread([store, world_size, answer] {
+    answer->set_value(describe_stragglers(*store, world_size));
+  }).detach();
+  if (future.wait_for(std::chrono::duration<double>(timeout_seconds)) ==
+      std::future_status::ready) {
+    return future.get();
+  }
+  return fmt::format(
+      "the rendezvous store (served by the process of rank 0) did not answer within {} s: that "
+      "process is stopped or hung. ",
+      timeout_seconds);
+}
+
+std::string describe_failures(const std::vector<RankFailure>& failures,
+                              const c10::intrusive_ptr<c10d::Store>& store,
+                              const RankAddresses& addresses, int64_t world_size,
+                              double timeout_seconds) {
   std::vector<std::string> causes;
   std::vector<int64_t> waiting;
   for (const auto& failure : failures) {
@@ -127,8 +169,10 @@ std::string describe_failures(const std::vector<RankFailure>& failures, c10d::St
   std::string text;
   if (!causes.empty()) {
     text = fmt::format("{}. ", fmt::join(causes, "; "));
+  } else if (const std::string lost = describe_lost_ranks(addresses.by_rank); !lost.empty()) {
+    text = fmt::format("lost: {}; its process died or was stopped. ", lost);
   } else {
-    text = describe_stragglers(store, world_size);
+    text = describe_stragglers_within(store, world_size, timeout_seconds);
   }
   if (!waiting.empty()) {
     const auto& first = *std::find_if(failures.begin(), failures.end(),
@@ -164,6 +208,7 @@ std::optional<DdpSummary> run_rank_threads(const CaseSpec& spec, const DdpOption
   openblas_set_num_threads(1);
 
   std::mutex mutex;
+  RankAddresses addresses;
   std::vector<RankFailure> failures;
   std::optional<DdpSummary> summary;
   std::vector<std::thread> threads;
@@ -175,6 +220,7 @@ std::optional<DdpSummary> run_rank_threads(const CaseSpec& spec, const DdpOption
       context.data = &data;
       context.rank = rank;
       context.world_size = spec.parallel.replicas;
+      context.addresses = &addresses;
       try {
         context.store = store_for_rank(rank);
       } catch (const std::exception& error) {
@@ -208,8 +254,8 @@ std::optional<DdpSummary> run_rank_threads(const CaseSpec& spec, const DdpOption
   if (!failures.empty()) {
     std::sort(failures.begin(), failures.end(),
               [](const RankFailure& a, const RankFailure& b) { return a.rank < b.rank; });
-    std::string message =
-        describe_failures(failures, *store, spec.parallel.replicas, options.timeout_seconds);
+    std::string message = describe_failures(failures, store, addresses, spec.parallel.replicas,
+                                            options.timeout_seconds);
     if (writer != nullptr) writer->mark_incomplete(message);
     throw RunError("ddp run failed: " + message);
   }
@@ -268,7 +314,7 @@ FaultInjection parse_fault_injection(const std::string& text) {
 
 DdpSummary run_threads(const CaseSpec& spec, const DdpOptions& options) {
   const auto run_start = Clock::now();
-  check_supported(spec);
+  check_supported(spec, options);
   if (options.fault && options.fault->kind == FaultInjection::Kind::kExit) {
     throw InputError(
         "--inject-fault ...:exit ends the whole process, so it needs process ranks: add "
@@ -309,7 +355,7 @@ std::optional<ProcessPlacement> placement_from_environment() {
 DdpSummary run_process(const CaseSpec& spec, const DdpOptions& options,
                        const ProcessPlacement& placement) {
   const auto run_start = Clock::now();
-  check_supported(spec);
+  check_supported(spec, options);
   if (placement.world_size != spec.parallel.replicas) {
     throw InputError(fmt::format(
         "environment: WORLD_SIZE={} but case {} has parallel.replicas = {}; make them equal "
@@ -363,6 +409,7 @@ void launch_processes(const CaseSpec& spec, const DdpOptions& options, int64_t n
         "divisor of {}",
         num_processes, replicas, replicas));
   }
+  check_fault_fits(spec, options);
   const int64_t ranks_per_process = replicas / num_processes;
   const int port = free_loopback_port();
   std::vector<ChildProcess> children;
@@ -382,7 +429,8 @@ void launch_processes(const CaseSpec& spec, const DdpOptions& options, int64_t n
   // own report) before they are killed.
   const std::vector<std::string> failures = run_child_processes(
       executable, arguments, children,
-      std::chrono::seconds(static_cast<int64_t>(std::ceil(options.timeout_seconds)) + 10));
+      std::chrono::seconds(static_cast<int64_t>(std::ceil(options.timeout_seconds)) + 10),
+      options.out_dir);
   if (!failures.empty()) {
     throw RunError(fmt::format("ddp run over {} processes failed: {}", num_processes,
                                fmt::join(failures, "; ")));

@@ -160,6 +160,7 @@ class RankTrainer {
   }
 
   void set_up();
+  void exchange_addresses();
   StepOutcome forward_backward(int64_t step);
   void reduce_metrics(int64_t step, const StepOutcome& outcome);
   void update(int64_t step);
@@ -204,7 +205,22 @@ void RankTrainer::set_up() {
   }
   ddp_ = in_collective("DDP construction (parameter check and broadcast)", rank_, -1,
                        [&] { return std::make_unique<DistributedDataParallel>(params_, group_); });
+  in_collective("exchanging process addresses", rank_, -1, [&] { exchange_addresses(); });
   optimizer_ = make_optimizer(spec_.train, params_);
+}
+
+// Every rank has joined (DDP's broadcast has run): publish this rank's process and read all.
+void RankTrainer::exchange_addresses() {
+  if (context_.addresses == nullptr) return;
+  const std::string mine = this_process_address();
+  context_.store->set(address_key(rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+  for (int64_t rank = 0; rank < world_size_; ++rank) {
+    const std::vector<uint8_t> bytes = context_.store->get(address_key(rank));
+    const auto address = parse_process_address(std::string(bytes.begin(), bytes.end()));
+    if (!address) continue;
+    std::lock_guard<std::mutex> lock(context_.addresses->mutex);
+    context_.addresses->by_rank[rank] = *address;
+  }
 }
 
 StepOutcome RankTrainer::forward_backward(int64_t step) {
@@ -412,6 +428,8 @@ std::optional<DdpSummary> train_rank(const RankContext& context) {
 }
 
 std::string progress_key(int64_t rank) { return fmt::format("parity/progress/{}", rank); }
+
+std::string address_key(int64_t rank) { return fmt::format("parity/process/{}", rank); }
 
 void report_progress_to_store(c10d::Store& store, int64_t rank, int64_t step) {
   const auto* bytes = reinterpret_cast<const uint8_t*>(&step);

@@ -2,11 +2,14 @@
 // directory's metrics gathered on the way.
 #pragma once
 
+#include <map>
+#include <mutex>
 #include <optional>
 
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
 #include "parity/common/error.h"
+#include "parity/common/peer_processes.h"
 #include "parity/common/run_dir.h"
 #include "parity/ddp_ref/ddp_ref.h"
 #include "torch_pch.h"
@@ -24,6 +27,14 @@ struct TrainingData {
 };
 TrainingData load_training_data(const CaseSpec& spec);
 
+// Where every rank's process lives, gathered once all ranks have joined and kept in this
+// process: after a failure the store may be gone with process 0, and this still names the rank
+// whose process died or stopped (peer_processes.h). Shared by the rank threads of a process.
+struct RankAddresses {
+  std::mutex mutex;
+  std::map<int64_t, ProcessAddress> by_rank;
+};
+
 struct RankContext {
   const CaseSpec* spec = nullptr;
   const DdpOptions* options = nullptr;
@@ -31,6 +42,7 @@ struct RankContext {
   int64_t rank = 0;
   int64_t world_size = 1;
   c10::intrusive_ptr<c10d::Store> store;
+  RankAddresses* addresses = nullptr;
   // Rank 0 only: the initial parameters it broadcasts, and the run directory it writes.
   const NamedTensors* init_params = nullptr;
   RunDirWriter* writer = nullptr;
@@ -52,6 +64,8 @@ class PeerFailure : public RunError {
 // it has joined, then each step's index as the step starts. Read back to name the rank that
 // others were waiting for.
 std::string progress_key(int64_t rank);
+// The store key of rank's ProcessAddress ("host pid").
+std::string address_key(int64_t rank);
 inline constexpr int64_t kJoinedStep = -1;
 void report_progress_to_store(c10d::Store& store, int64_t rank, int64_t step);
 

@@ -96,6 +96,23 @@ TEST(DdpFaults, BadArgumentsAreRefusedWithTheFix) {
   EXPECT_THAT(exit_in_threads.output, HasSubstr("needs process ranks"));
 }
 
+// A fault that names no rank or step of the run would do nothing, and the run pass as if the
+// fault had been survived: refused before any rank starts, with threads and with processes.
+TEST(DdpFaults, FaultsNamingARankOrStepTheRunLacksAreRefusedBeforeTraining) {
+  auto dir = testing::fresh_directory("fault-out-of-range");
+  for (const std::string& processes : {"", "--nproc 2"}) {
+    auto rank = run_ddp(dir / "rank", "--inject-fault 99:3:throw " + processes);
+    EXPECT_EQ(rank.exit_code, 2) << rank.output;
+    EXPECT_THAT(rank.output, HasSubstr("--inject-fault names rank 99, but case mlp2-fmnist has 4 "
+                                       "ranks (0..3); name one of them"));
+    auto step = run_ddp(dir / "step", "--inject-fault 2:999:throw " + processes);
+    EXPECT_EQ(step.exit_code, 2) << step.output;
+    EXPECT_THAT(step.output, HasSubstr("--inject-fault names step 999, but case mlp2-fmnist "
+                                       "trains 8 steps (0..7); name one of them"));
+    EXPECT_FALSE(std::filesystem::exists(dir / "step" / "metrics.jsonl")) << "it trained";
+  }
+}
+
 TEST(DdpFaults, InitFileForAnotherModelIsRefusedBeforeTraining) {
   auto dir = testing::fresh_directory("fault-init");
   auto made = testing::run_command(
