@@ -79,7 +79,8 @@ void register_pmap_command(CLI::App& app) {
       if (arguments->float64) child.push_back("--float64");
       if (arguments->check_replicas) child.push_back("--check-replicas");
       child.insert(child.end(), {"--timeout", fmt::format("{}", arguments->timeout_seconds)});
-      cases::launch_pmap_processes(processes, "/proc/self/exe", child, arguments->timeout_seconds);
+      cases::launch_pmap_processes(processes, "/proc/self/exe", child, arguments->timeout_seconds,
+                                   options.out_dir);
       print_summary("parity pmap", options.out_dir,
                     fmt::format("{} devices in {} processes", spec.parallel.replicas, processes));
       return;

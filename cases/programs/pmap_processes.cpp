@@ -60,7 +60,8 @@ std::optional<PmapProcess> pmap_process_from_environment() {
 }
 
 void launch_pmap_processes(int64_t num_processes, const std::filesystem::path& executable,
-                           const std::vector<std::string>& arguments, double timeout_seconds) {
+                           const std::vector<std::string>& arguments, double timeout_seconds,
+                           const std::filesystem::path& run_dir) {
   const std::string coordinator = fmt::format("127.0.0.1:{}", free_loopback_port());
   std::vector<ChildProcess> children;
   for (int64_t index = 0; index < num_processes; ++index) {
@@ -71,7 +72,7 @@ void launch_pmap_processes(int64_t num_processes, const std::filesystem::path& e
   }
   const std::vector<std::string> failures = run_child_processes(
       executable, arguments, children,
-      std::chrono::seconds(static_cast<int64_t>(std::ceil(timeout_seconds)) + 10));
+      std::chrono::seconds(static_cast<int64_t>(std::ceil(timeout_seconds)) + 10), run_dir);
   if (!failures.empty()) {
     throw RunError(fmt::format("engine run over {} processes failed: {}", num_processes,
                                fmt::join(failures, "; ")));

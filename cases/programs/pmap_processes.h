@@ -25,9 +25,11 @@ struct PmapProcess {
 std::optional<PmapProcess> pmap_process_from_environment();
 
 // Starts `num_processes` copies of `executable arguments...` on this host (a free loopback
-// port for the coordinator) and waits for all; RunError naming each process that failed.
+// port for the coordinator), which write the run directory `run_dir`, and waits for all
+// (run_child_processes); RunError naming each process that failed.
 void launch_pmap_processes(int64_t num_processes, const std::filesystem::path& executable,
-                           const std::vector<std::string>& arguments, double timeout_seconds);
+                           const std::vector<std::string>& arguments, double timeout_seconds,
+                           const std::filesystem::path& run_dir);
 
 // Every process's values, concatenated in process order; the values themselves in a single
 // process. A collective call: every process must make it.

@@ -12,6 +12,7 @@
 #include "parity/common/distributed_sampler.h"
 #include "parity/common/error.h"
 #include "parity/common/init_params.h"
+#include "parity/common/peer_processes.h"
 #include "parity/common/run_dir.h"
 #include "parity/common/step_timing.h"
 #include "parity/common/tensor_file.h"
@@ -384,9 +385,10 @@ class ProcessSession {
   std::optional<PmapProcess> process_;
 };
 
-}  // namespace
-
-PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
+// `writer` is process 0's run directory, owned by the caller so that a failure can still be
+// recorded in it.
+PmapRunSummary train_pmap(const CaseSpec& spec, const PmapRunOptions& options,
+                          std::optional<RunDirWriter>& writer) {
   const auto run_start = Clock::now();
   require_training_program(spec, options.step.program);
   const ProcessSession process(spec, options.step.program, options.timeout_seconds);
@@ -420,7 +422,6 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   if (float64) run_info.dtype = "f64";
   run_info.processes = process.count();
   run_info.versions["pmap_engine"] = PARITY_VERSION;
-  std::optional<RunDirWriter> writer;
   if (process.writes()) writer.emplace(options.out_dir, run_info, options.overwrite);
   const double setup_seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
   std::vector<double> step_seconds;
@@ -530,6 +531,36 @@ PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
   writer->finish();
   if (info.results.count("test_accuracy")) summary.test_accuracy = info.results["test_accuracy"];
   return summary;
+}
+
+// "process 1 (pid 4242, exited)": the processes the kernel says are gone or stopped.
+std::string describe_lost_processes(const pe::distributed::CollectiveFailed& error) {
+  std::map<int64_t, ProcessAddress> processes;
+  const auto& addresses = error.process_addresses();
+  for (size_t p = 0; p < addresses.size(); ++p) {
+    if (const auto address = parse_process_address(addresses[p])) {
+      processes[static_cast<int64_t>(p)] = *address;
+    }
+  }
+  return describe_lost_ranks(processes, "process");
+}
+
+}  // namespace
+
+PmapRunSummary run_pmap(const CaseSpec& spec, const PmapRunOptions& options) {
+  std::optional<RunDirWriter> writer;
+  try {
+    return train_pmap(spec, options, writer);
+  } catch (const pe::distributed::CollectiveFailed& error) {
+    const std::string lost = describe_lost_processes(error);
+    const std::string why =
+        lost.empty() ? error.what()
+                     : fmt::format("lost engine {}; it died or was stopped, so the cross-process "
+                                   "collectives cannot complete",
+                                   lost);
+    if (writer) writer->mark_incomplete(why);
+    throw RunError(why);
+  }
 }
 
 }  // namespace parity::cases

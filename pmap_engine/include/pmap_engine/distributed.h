@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,22 @@ int local_device_count();  // of this process (0 when not initialized)
 int device_count();        // all processes' devices (0 when not initialized)
 
 // Every process's `local` bytes, in process order (jax.experimental.multihost_utils'
-// process_allgather, on bytes). A collective call: every process must make it.
+// process_allgather, on bytes). A collective call: every process must make it. Throws
+// CollectiveFailed when another process is gone or does not answer within the timeout.
 std::vector<std::vector<char>> process_allgather(const std::vector<char>& local);
+
+// A cross-process collective that could not complete: another process died, was stopped or
+// hung. Not a misuse (EngineError): the run failed. It carries where every process lives
+// ("host pid", in process order, exchanged at initialize) so that the caller can ask the
+// kernel which one is lost: after the failure the coordinator may be gone too.
+class CollectiveFailed : public std::runtime_error {
+ public:
+  CollectiveFailed(const std::string& what, std::vector<std::string> process_addresses)
+      : std::runtime_error(what), process_addresses_(std::move(process_addresses)) {}
+  const std::vector<std::string>& process_addresses() const { return process_addresses_; }
+
+ private:
+  std::vector<std::string> process_addresses_;
+};
 
 }  // namespace pmap_engine::distributed

@@ -2,9 +2,12 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
+#include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+
+#include <unistd.h>
 
 #include <memory>
 #include <mutex>
@@ -19,8 +22,15 @@ struct Session {
   InitializeOptions options;
   std::unique_ptr<CoordinatorStore> store;
   std::shared_ptr<gloo::rendezvous::Context> context;
+  std::vector<std::string> process_addresses;  // "host pid" of every process
   uint32_t next_tag = 0;
 };
+
+std::string this_process_address() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + " " + std::to_string(getpid());
+}
 
 std::mutex session_mutex;
 std::unique_ptr<Session> session;
@@ -66,7 +76,12 @@ void initialize(const InitializeOptions& options) {
   const std::string devices_key = "devices/" + std::to_string(options.process_id);
   const std::string mine = std::to_string(options.local_device_count);
   next->store->set(devices_key, std::vector<char>(mine.begin(), mine.end()));
+  const std::string address = this_process_address();
+  next->store->set("address/" + std::to_string(options.process_id),
+                   std::vector<char>(address.begin(), address.end()));
   for (int p = 0; p < options.num_processes; ++p) {
+    const std::vector<char> where = next->store->get("address/" + std::to_string(p));
+    next->process_addresses.emplace_back(where.begin(), where.end());
     const std::vector<char> theirs = next->store->get("devices/" + std::to_string(p));
     if (std::string(theirs.begin(), theirs.end()) != mine) {
       throw EngineError("jax.distributed.initialize: process " + std::to_string(p) + " has " +
@@ -115,9 +130,9 @@ int device_count() {
   return session ? session->options.local_device_count * session->options.num_processes : 0;
 }
 
-std::vector<std::vector<char>> process_allgather(const std::vector<char>& local) {
-  std::lock_guard<std::mutex> lock(session_mutex);
-  Session& s = current("process_allgather");
+namespace {
+
+std::vector<std::vector<char>> allgather_bytes(Session& s, const std::vector<char>& local) {
   const auto processes = static_cast<size_t>(s.options.num_processes);
   // The sizes first, then the bytes (allgatherv needs every process's count).
   int64_t size = static_cast<int64_t>(local.size());
@@ -147,6 +162,21 @@ std::vector<std::vector<char>> process_allgather(const std::vector<char>& local)
     offset += counts[p];
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<char>> process_allgather(const std::vector<char>& local) {
+  std::lock_guard<std::mutex> lock(session_mutex);
+  Session& s = current("process_allgather");
+  try {
+    return allgather_bytes(s, local);
+  } catch (const gloo::Exception& error) {  // a peer closed its socket, or the timeout passed
+    throw CollectiveFailed(
+        "jax.distributed: a cross-process collective failed (Gloo: " + std::string(error.what()) +
+            "); another process died, was stopped or hung",
+        s.process_addresses);
+  }
 }
 
 }  // namespace pmap_engine::distributed
