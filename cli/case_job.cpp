@@ -9,6 +9,7 @@
 #include "parity/common/error.h"
 #include "parity/common/progress.h"
 #include "parity/common/run_dir.h"
+#include "parity/reports/reports.h"
 #include "parity/ddp_ref/ddp_ref.h"
 #include "pmap_processes.h"
 #include "pmap_trainer.h"
@@ -39,10 +40,17 @@ void train_engine_processes(const CaseSpec& spec, const cases::PmapRunOptions& e
       spec.parallel.processes, "/proc/self/exe",
       {"pmap", case_file.string(), "--init", engine.init_file.string(), "--out",
        engine.out_dir.string(), "--program", engine.step.program, "--quiet", "--overwrite"},
-      60);
+      60, engine.out_dir);
 }
 
 }  // namespace
+
+std::unique_ptr<DirectoryLock> claim_job_folder(const std::filesystem::path& dir,
+                                                const std::string& command) {
+  auto lock = std::make_unique<DirectoryLock>(dir, command);
+  reports::remove_reports(dir / "report");
+  return lock;
+}
 
 compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesystem::path& dir,
                                        compare::CompareOptions options, bool oracle,

@@ -5,12 +5,21 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "parity/common/case_spec.h"
+#include "parity/common/directory_lock.h"
 #include "parity/compare/compare.h"
 
 namespace parity::cli {
+
+// Takes DIR for one job, before anything is trained: locks it for as long as the returned lock
+// lives (a second job on DIR is refused, naming who holds it) and removes the previous run's
+// reports from DIR/report, so that while the job trains, and after it is stopped or fails, no
+// old verdict stands beside the new runs. Hold it until the job's reports are written.
+std::unique_ptr<DirectoryLock> claim_job_folder(const std::filesystem::path& dir,
+                                                const std::string& command);
 
 // `options.oracle` is filled in when `oracle` is set (the caller's pointer is not used); the
 // case's compare.tensor_rtol/tensor_atol fill the tensor tolerances the options leave unset.

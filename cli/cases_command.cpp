@@ -12,10 +12,11 @@
 #include "commands.h"
 #include "comparison_output.h"
 #include "parity/common/case_spec.h"
+#include "parity/common/directory_lock.h"
 #include "parity/common/error.h"
 #include "parity/reports/catalogue.h"
-#include "scenario_run.h"
 #include "run_output.h"
+#include "scenario_run.h"
 
 namespace parity::cli {
 namespace {
@@ -120,8 +121,10 @@ int run_command(const RunArgumentsOfCases& arguments) {
   }
   std::vector<reports::CatalogueEntry> entries;
   const std::filesystem::path out(arguments.out);
-  for (const CaseSpec& selected : selected_cases(arguments)) {
   create_output_directory(out);  // before any case runs: --out must be a directory
+  // Each case's folder is locked by its own job; the catalogue is this command's.
+  const DirectoryLock catalogue_lock(out / "catalogue", "parity cases run");
+  for (const CaseSpec& selected : selected_cases(arguments)) {
     std::vector<std::string> overrides =
         arguments.full ? std::vector<std::string>{} : selected.scenario.quick;
     overrides.insert(overrides.end(), arguments.overrides.begin(), arguments.overrides.end());

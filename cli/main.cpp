@@ -9,10 +9,13 @@
 
 #include "commands.h"
 #include "parity/common/error.h"
+#include "parity/common/termination.h"
 #include "pmap_engine/dtype.h"
 #include "rng_command.h"
 
 int main(int argc, char** argv) {
+  // Ctrl-C, SIGTERM and a dead launcher mark the runs being written incomplete before exit.
+  parity::install_termination_handler();
   CLI::App app{"parity: check that a PyTorch DDP job and its JAX pmap port train the same way"};
   app.set_version_flag("--version", std::string("parity ") + PARITY_VERSION);
   app.require_subcommand(1);

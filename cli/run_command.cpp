@@ -20,6 +20,7 @@ struct RunCommandArguments : ComparisonArguments {
 int run_case(const std::string& case_name, const RunCommandArguments& arguments) {
   const CaseSpec spec = load_case(case_name, arguments.overrides);
   const std::filesystem::path dir = std::filesystem::path(arguments.out) / spec.name;
+  const auto job_folder = claim_job_folder(dir, "parity run " + spec.name);
   const compare::ComparisonResult result =
       run_case_job(spec, dir, comparison_options(arguments),
                    arguments.oracle || spec.compare.oracle, "parity run " + spec.name);

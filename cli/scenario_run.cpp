@@ -45,6 +45,7 @@ std::string programs_where(bool (*is_kind)(const std::string&)) {
 void judge_comparison(const CaseSpec& spec, const std::filesystem::path& dir,
                       const compare::CompareOptions& options, CatalogueEntry& entry) {
   const ScenarioSpec& scenario = spec.scenario;
+  const auto job_folder = claim_job_folder(dir, "parity cases run " + scenario.id);
   const compare::ComparisonResult result = run_case_job(
       spec, dir, options, spec.compare.oracle, fmt::format("parity cases run {}", scenario.id));
   reports::write_reports(result, dir / "report");
