@@ -104,12 +104,18 @@ TEST(Gate, ThroughputAndMemoryPastTheirThresholdsFail) {
   EXPECT_EQ(grown.verdict, Verdict::kNotEquivalent);
 }
 
+// A calibration for this platform by `reruns` ddp_ref reruns, every number 0 until set.
+Calibration calibration_here(int64_t reruns) {
+  Calibration calibration;
+  calibration.platform = current_platform();
+  calibration.producer = "ddp_ref";
+  calibration.reruns = reruns;
+  return calibration;
+}
+
 TEST(Gate, CalibrationsAreKeptPerPlatformInGateJson) {
   testing::TempDir dir;
-  Calibration here;
-  here.platform = current_platform();
-  here.producer = "ddp_ref";
-  here.reruns = 3;
+  Calibration here = calibration_here(3);
   here.loss_atol = 1e-7;
   here.max_throughput_drop = 0.08;
   Calibration elsewhere = here;
@@ -139,10 +145,7 @@ TEST(Gate, AMalformedGateJsonIsRefusedWithTheFileAndTheFix) {
 
 TEST(Gate, NonFiniteTolerancesAreNeverWrittenAndAskForARecalibrationWhenRead) {
   testing::TempDir dir;
-  Calibration calibration;
-  calibration.platform = current_platform();
-  calibration.producer = "ddp_ref";
-  calibration.reruns = 1;
+  Calibration calibration = calibration_here(1);
   calibration.loss_atol = std::nan("");  // what --margin nan produced before it was refused
   testing::expect_input_error([&] { write_calibration(dir.path(), calibration); },
                               {"gate.json", "not written", "tolerances.loss_atol = nan",
