@@ -323,10 +323,10 @@ TEST(RunDir, ReplicasAndProcessesOutOfRangeAreRefused) {
                      {"key \"processes\": 5 is not between 1 and the 4 replicas"});
   edit_run_json(temp.path(), [](auto& run) {
     run["processes"] = 2;
-    run["memory"]["peak_bytes_per_replica"] = {1, 2};
+    run["memory"]["peak_bytes_per_replica"] = {1, 2, 3, 4, 5};
   });
   expect_input_error([&] { read_run_dir(temp.path()); },
-                     {"key \"peak_bytes_per_replica\": 2 values for 4 replicas"});
+                     {"key \"peak_bytes_per_replica\": 5 values for 4 replicas"});
 }
 
 TEST(RunDir, ReplicaLossesOfTheWrongLengthAreRefusedWithTheLine) {
