@@ -100,7 +100,7 @@ TEST(DdpFaults, BadArgumentsAreRefusedWithTheFix) {
 // fault had been survived: refused before any rank starts, with threads and with processes.
 TEST(DdpFaults, FaultsNamingARankOrStepTheRunLacksAreRefusedBeforeTraining) {
   auto dir = testing::fresh_directory("fault-out-of-range");
-  for (const std::string& processes : {"", "--nproc 2"}) {
+  for (const std::string processes : {"", "--nproc 2"}) {
     auto rank = run_ddp(dir / "rank", "--inject-fault 99:3:throw " + processes);
     EXPECT_EQ(rank.exit_code, 2) << rank.output;
     EXPECT_THAT(rank.output, HasSubstr("--inject-fault names rank 99, but case mlp2-fmnist has 4 "

@@ -20,7 +20,6 @@
 namespace parity {
 namespace {
 
-using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using testing::BackgroundProcess;
 
@@ -112,103 +111,87 @@ FaultOutcome run_with_fault(const std::string& producer, const fs::path& out, in
   return outcome;
 }
 
-auto worker_index(const std::string& producer, int index) {
-  return [producer, index](pid_t launcher) { return worker(launcher, producer, index); };
-}
+// One row of the matrix: what is done to which process of a running two-process run, and
+// what must follow.
+struct Fault {
+  std::string name;      // the test's name
+  std::string producer;  // ddp | pmap
+  int signal;
+  int target;            // the worker hosting rank/process `target`, or kLauncher
+  int limit_seconds;     // from the fault to the launcher's end
+  int exit_code;         // the launcher's (128 + signal when the signal ended it)
+  std::vector<std::string> failure;  // in run.json's failure
+  std::vector<std::string> output;   // in the launcher's output (its workers' messages)
+};
+constexpr int kLauncher = -1;
 
-auto the_launcher() {
-  return [](pid_t launcher) { return launcher; };
-}
+std::ostream& operator<<(std::ostream& out, const Fault& fault) { return out << fault.name; }
 
-TEST(FaultMatrix, DdpWorkerKilledIsNamedByTheSurvivor) {
+class FaultMatrix : public ::testing::TestWithParam<Fault> {};
+
+TEST_P(FaultMatrix, EndsInTimeWithTheRightExitAndRecordsWhy) {
+  const Fault& fault = GetParam();
   testing::TempDir temp;
   const fs::path out = temp.path("run");
-  const FaultOutcome outcome =
-      run_with_fault("ddp", out, SIGKILL, worker_index("ddp", 1), kTimeout + kMargin);
-  EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
-  const RunInfo info = run_info(out);
-  EXPECT_EQ(info.status, "incomplete");
-  EXPECT_THAT(info.failure, HasSubstr("lost: rank 1 (pid"));
-  EXPECT_THAT(info.failure, HasSubstr(", exited)"));
-  EXPECT_THAT(outcome.output, HasSubstr("process 1 (ranks 1..1) was killed by signal 9"));
-}
-
-TEST(FaultMatrix, DdpProcessZeroKilledLeavesTheRunIncompleteWithTheReason) {
-  testing::TempDir temp;
-  const fs::path out = temp.path("run");
-  const FaultOutcome outcome =
-      run_with_fault("ddp", out, SIGKILL, worker_index("ddp", 0), kTimeout + kMargin);
-  EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
-  // Process 0 wrote run.json and died: the launcher records why.
-  const RunInfo info = run_info(out);
-  EXPECT_EQ(info.status, "incomplete");
-  EXPECT_THAT(info.failure, HasSubstr("process 0 (ranks 0..0) was killed by signal 9"));
-  // The survivor names rank 0, not every rank as "never joined" (the store died with it).
-  EXPECT_THAT(outcome.output, HasSubstr("lost: rank 0 (pid"));
-  EXPECT_THAT(outcome.output, ::testing::Not(HasSubstr("never joined")));
-}
-
-TEST(FaultMatrix, DdpProcessZeroStoppedEndsWithinTheTimeoutAndIsNamedStopped) {
-  testing::TempDir temp;
-  const fs::path out = temp.path("run");
-  // The survivor's collective times out (kTimeout), then the launcher kills the stopped process
-  // after its grace period.
-  const FaultOutcome outcome = run_with_fault("ddp", out, SIGSTOP, worker_index("ddp", 0),
-                                              kTimeout + kGrace + kMargin);
-  EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
-  EXPECT_THAT(outcome.output, HasSubstr("lost: rank 0 (pid"));
-  EXPECT_THAT(outcome.output, HasSubstr(", stopped)"));
-  const RunInfo info = run_info(out);
-  EXPECT_EQ(info.status, "incomplete");
-  EXPECT_THAT(info.failure, HasSubstr("process 0 (ranks 0..0) was killed: stopped"));
-}
-
-TEST(FaultMatrix, DdpWorkerStoppedIsNamedStoppedByProcessZero) {
-  testing::TempDir temp;
-  const fs::path out = temp.path("run");
-  const FaultOutcome outcome = run_with_fault("ddp", out, SIGSTOP, worker_index("ddp", 1),
-                                              kTimeout + kGrace + kMargin);
-  EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
-  const RunInfo info = run_info(out);
-  EXPECT_EQ(info.status, "incomplete");
-  EXPECT_THAT(info.failure, HasSubstr("lost: rank 1 (pid"));
-  EXPECT_THAT(info.failure, HasSubstr(", stopped)"));
-}
-
-TEST(FaultMatrix, DdpWorkerTerminatedIsNamedByTheSurvivor) {
-  testing::TempDir temp;
-  const fs::path out = temp.path("run");
-  const FaultOutcome outcome =
-      run_with_fault("ddp", out, SIGTERM, worker_index("ddp", 1), kTimeout + kMargin);
-  EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
-  EXPECT_THAT(outcome.output, HasSubstr("process 1 (ranks 1..1) was killed by signal 15"));
-  const RunInfo info = run_info(out);
-  EXPECT_EQ(info.status, "incomplete");
-  EXPECT_THAT(info.failure, HasSubstr("lost: rank 1 (pid"));
-}
-
-TEST(FaultMatrix, DdpLauncherTerminatedTakesItsWorkersWithIt) {
-  testing::TempDir temp;
-  const fs::path out = temp.path("run");
-  const FaultOutcome outcome = run_with_fault("ddp", out, SIGTERM, the_launcher(), kMargin);
-  EXPECT_EQ(outcome.exit_code, 128 + SIGTERM) << outcome.output;
-  // The workers got SIGTERM from the kernel (PR_SET_PDEATHSIG); process 0 says why it stopped.
-  EXPECT_TRUE(testing::eventually([&] { return run_info(out).status == "incomplete"; },
+  const FaultOutcome outcome = run_with_fault(
+      fault.producer, out, fault.signal,
+      [&](pid_t launcher) {
+        return fault.target == kLauncher ? launcher : worker(launcher, fault.producer, fault.target);
+      },
+      fault.limit_seconds);
+  EXPECT_EQ(outcome.exit_code, fault.exit_code) << outcome.output;
+  for (const std::string& text : fault.output) EXPECT_THAT(outcome.output, HasSubstr(text));
+  EXPECT_THAT(outcome.output, ::testing::Not(HasSubstr("internal error")));
+  // Workers of a launcher that died record why as they go: give them a moment.
+  EXPECT_TRUE(testing::eventually([&] { return run_info(out).status != "running"; },
                                   std::chrono::seconds(10)));
-  EXPECT_THAT(run_info(out).failure, HasSubstr("stopped because its launcher (pid"));
+  const RunInfo info = run_info(out);
+  EXPECT_EQ(info.status, "incomplete");
+  for (const std::string& text : fault.failure) EXPECT_THAT(info.failure, HasSubstr(text));
 }
 
-TEST(FaultMatrix, DdpLauncherKilledTakesItsWorkersWithIt) {
-  testing::TempDir temp;
-  const fs::path out = temp.path("run");
-  const FaultOutcome outcome = run_with_fault("ddp", out, SIGKILL, the_launcher(), kMargin);
-  EXPECT_EQ(outcome.exit_code, 128 + SIGKILL) << outcome.output;
-  EXPECT_TRUE(testing::eventually([&] { return run_info(out).status == "incomplete"; },
-                                  std::chrono::seconds(10)));
-  EXPECT_THAT(run_info(out).failure, HasSubstr("stopped because its launcher (pid"));
-}
+INSTANTIATE_TEST_SUITE_P(
+    Faults, FaultMatrix,
+    ::testing::Values(
+        Fault{"DdpWorkerKilled", "ddp", SIGKILL, 1, kTimeout + kMargin, 1,
+              {"lost: rank 1 (pid", ", exited)"},
+              {"process 1 (ranks 1..1) was killed by signal 9"}},
+        // Process 0 wrote run.json and died, and the store with it: the launcher records why,
+        // and the survivor names rank 0, not every rank as "never joined".
+        Fault{"DdpProcessZeroKilled", "ddp", SIGKILL, 0, kTimeout + kMargin, 1,
+              {"process 0 (ranks 0..0) was killed by signal 9"},
+              {"lost: rank 0 (pid"}},
+        // The survivor's collective times out, then the launcher kills the stopped process
+        // after its grace period.
+        Fault{"DdpProcessZeroStopped", "ddp", SIGSTOP, 0, kTimeout + kGrace + kMargin, 1,
+              {"process 0 (ranks 0..0) was killed: stopped"},
+              {"lost: rank 0 (pid", ", stopped)"}},
+        Fault{"DdpWorkerStopped", "ddp", SIGSTOP, 1, kTimeout + kGrace + kMargin, 1,
+              {"lost: rank 1 (pid", ", stopped)"},
+              {}},
+        Fault{"DdpWorkerTerminated", "ddp", SIGTERM, 1, kTimeout + kMargin, 1,
+              {"lost: rank 1 (pid"},
+              {"process 1 (ranks 1..1) was killed by signal 15"}},
+        // The workers get SIGTERM from the kernel (PR_SET_PDEATHSIG) and process 0 says why.
+        Fault{"DdpLauncherTerminated", "ddp", SIGTERM, kLauncher, kMargin, 128 + SIGTERM,
+              {"stopped because its launcher (pid"},
+              {}},
+        Fault{"DdpLauncherKilled", "ddp", SIGKILL, kLauncher, kMargin, 128 + SIGKILL,
+              {"stopped because its launcher (pid"},
+              {}},
+        // Was exit 4, "internal error: gloo Read error".
+        Fault{"PmapWorkerKilled", "pmap", SIGKILL, 1, kTimeout + kMargin, 1,
+              {"lost engine process 1 (pid"},
+              {}},
+        Fault{"PmapProcessZeroKilled", "pmap", SIGKILL, 0, kTimeout + kMargin, 1,
+              {"engine process 0 was killed by signal 9"},
+              {"lost engine process 0 (pid"}},
+        Fault{"PmapLauncherKilled", "pmap", SIGKILL, kLauncher, kMargin, 128 + SIGKILL,
+              {"stopped because its launcher (pid"},
+              {}}),
+    [](const ::testing::TestParamInfo<Fault>& row) { return row.param.name; });
 
-TEST(FaultMatrix, DdpLauncherStoppedAndContinuedStillFinishesTheRun) {
+TEST(Stops, ALauncherStoppedAndContinuedStillFinishesTheRun) {
   testing::TempDir temp;
   const fs::path out = temp.path("run");
   BackgroundProcess launcher(kParity, two_process_run("ddp", out, "300"),
@@ -225,31 +208,7 @@ TEST(FaultMatrix, DdpLauncherStoppedAndContinuedStillFinishesTheRun) {
   EXPECT_EQ(read_run_dir(out).steps.size(), 300u);
 }
 
-TEST(FaultMatrix, PmapWorkerKilledIsNamedNotAnInternalError) {
-  testing::TempDir temp;
-  const fs::path out = temp.path("run");
-  const FaultOutcome outcome =
-      run_with_fault("pmap", out, SIGKILL, worker_index("pmap", 1), kTimeout + kMargin);
-  EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
-  EXPECT_THAT(outcome.output, ::testing::Not(HasSubstr("internal error")));
-  const RunInfo info = run_info(out);
-  EXPECT_EQ(info.status, "incomplete");
-  EXPECT_THAT(info.failure, HasSubstr("lost engine process 1 (pid"));
-}
-
-TEST(FaultMatrix, PmapProcessZeroKilledLeavesTheRunIncompleteWithTheReason) {
-  testing::TempDir temp;
-  const fs::path out = temp.path("run");
-  const FaultOutcome outcome =
-      run_with_fault("pmap", out, SIGKILL, worker_index("pmap", 0), kTimeout + kMargin);
-  EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
-  EXPECT_THAT(outcome.output, HasSubstr("lost engine process 0 (pid"));
-  const RunInfo info = run_info(out);
-  EXPECT_EQ(info.status, "incomplete");
-  EXPECT_THAT(info.failure, HasSubstr("engine process 0 was killed by signal 9"));
-}
-
-TEST(FaultMatrix, InterruptedRunLeavesNoOldVerdictBehind) {
+TEST(Stops, AnInterruptedRunLeavesNoOldVerdictBehind) {
   testing::TempDir temp;
   const fs::path job = temp.path("out") / "mlp2-fmnist";
   // A previous run's verdict, as a CI would find it.
@@ -277,7 +236,7 @@ TEST(FaultMatrix, InterruptedRunLeavesNoOldVerdictBehind) {
   EXPECT_EQ(info.failure, "interrupted by SIGINT (Ctrl-C)");
 }
 
-TEST(FaultMatrix, ASecondRunInTheSameFolderIsRefusedNamingTheFirst) {
+TEST(Stops, ASecondRunInTheSameFolderIsRefusedNamingTheFirst) {
   testing::TempDir temp;
   const fs::path out = temp.path("out");
   BackgroundProcess first(kParity,
