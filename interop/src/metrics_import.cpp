@@ -12,6 +12,7 @@
 
 #include "parity/common/error.h"
 #include "parity/common/run_dir.h"
+#include "parity/interop/import_checks.h"
 #include "parity/interop/tf_events.h"
 
 namespace parity::interop {
@@ -54,6 +55,8 @@ const char* producer_name(MetricsFormat format) {
 // Adds one value; the same step twice must carry the same value (a resumed writer may repeat).
 void add(MetricSeries& series, const std::string& name, int64_t step, double value,
          const std::string& where) {
+  check_imported_step(step, where,
+                      "Fix: log each step as the 0-based optimizer step (the first step is 0)");
   auto [it, inserted] = series[name].emplace(step, value);
   if (!inserted && !(it->second == value || (std::isnan(it->second) && std::isnan(value)))) {
     throw InputError(
@@ -111,7 +114,9 @@ std::optional<double> number_of(const nlohmann::json& value) {
   return std::nullopt;
 }
 
-StepDetails details_of(const nlohmann::json& line, const std::string& where) {
+// `spec`, when given, is the case whose parallel.replicas a "replica_losses" list must match.
+StepDetails details_of(const nlohmann::json& line, const std::string& where,
+                       const CaseSpec* spec) {
   StepDetails details;
   if (line.contains("replica_losses")) {
     const nlohmann::json& losses = line["replica_losses"];
@@ -125,6 +130,16 @@ StepDetails details_of(const nlohmann::json& line, const std::string& where) {
                                      loss.dump()));
       }
       details.replica_losses.push_back(*value);
+    }
+    // An empty list is how the run directory's format says "not recorded".
+    if (spec != nullptr && !losses.empty() &&
+        static_cast<int64_t>(losses.size()) != spec->parallel.replicas) {
+      throw InputError(fmt::format(
+          "{}: \"replica_losses\" holds {} {}, but case {} trains {} replicas "
+          "(parallel.replicas); log one loss per replica, or import with --set "
+          "parallel.replicas={} if the run had {}",
+          where, losses.size(), losses.size() == 1 ? "loss" : "losses", spec->name,
+          spec->parallel.replicas, losses.size(), losses.size()));
     }
   }
   for (auto [key, digest] : {std::pair{"samples_digest", &details.samples_digest},
@@ -147,9 +162,10 @@ StepDetails details_of(const nlohmann::json& line, const std::string& where) {
   return details;
 }
 
-// `details`, when given, receives each step's StepDetails.
+// `details`, when given, receives each step's StepDetails, checked against `spec`'s replicas.
 void read_json_lines(const fs::path& path, MetricSeries& series,
-                     std::map<int64_t, StepDetails>* details = nullptr) {
+                     std::map<int64_t, StepDetails>* details = nullptr,
+                     const CaseSpec* spec = nullptr) {
   std::ifstream in(path);
   if (!in) throw InputError(fmt::format("{}: cannot open", path.string()));
   std::string text;
@@ -175,7 +191,7 @@ void read_json_lines(const fs::path& path, MetricSeries& series,
         add(series, name, step, *parsed, where);
       }
     }
-    if (details != nullptr) (*details)[step] = details_of(line, where);
+    if (details != nullptr) (*details)[step] = details_of(line, where, spec);
   }
 }
 
@@ -266,9 +282,15 @@ ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request)
   MetricSeries series;
   std::map<int64_t, StepDetails> details;
   if (format == MetricsFormat::kJsonLines) {
-    read_json_lines(request.source, series, &details);
+    read_json_lines(request.source, series, &details, &spec);
   } else {
     series = read_metrics(request.source, format);
+  }
+  if (series.empty()) {
+    throw InputError(fmt::format(
+        "{}: logs no metric at any step (no line or record holds a step and a number); import "
+        "the log the training script wrote while it ran",
+        request.source.string()));
   }
   std::vector<std::string> found;
   for (const auto& entry : series) found.push_back(entry.first);
@@ -290,6 +312,8 @@ ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request)
   ImportSummary summary;
   summary.producer = producer_name(format);
   RunInfo info = run_info_for_case(spec, summary.producer);
+  // An import promises the steps its source logged (often every Nth), not the case's count.
+  info.steps = static_cast<int64_t>(series.at(request.mapping.at("loss")).size());
   RunDirWriter writer(request.out_dir, info, request.overwrite);
   const auto value_at = [&](const std::string& metric, int64_t step) {
     const auto mapped = request.mapping.find(metric);

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <fstream>
 
 #include "command.h"
@@ -137,6 +138,30 @@ TEST(MetricsImport, BadLogsAreRefusedWithTheFileLineAndFix) {
       << "{\"step\": 0, \"loss\": 0.5, \"samples_digest\": 7}\n";
   EXPECT_THAT(import_error(dir.path("digest.jsonl"), "loss"),
               HasSubstr("digest.jsonl line 1: \"samples_digest\" must be a string"));
+  // Lines the run directory's format cannot hold: per-replica losses of another count than
+  // small_case()'s 8 replicas, negative steps; and a log with no metric at all.
+  const std::vector<std::array<std::string, 3>> refusals = {
+      {"two.jsonl", "{\"step\": 0, \"loss\": 0.5, \"replica_losses\": [0.4, 0.6]}\n",
+       "two.jsonl line 1: \"replica_losses\" holds 2 losses, but case mlp2-fmnist trains 8 "
+       "replicas (parallel.replicas); log one loss per replica, or import with --set "
+       "parallel.replicas=2 if the run had 2"},
+      {"nine.jsonl",
+       "{\"step\": 0, \"loss\": 0.5, \"replica_losses\": [1, 1, 1, 1, 1, 1, 1, 1]}\n"
+       "{\"step\": 1, \"loss\": 0.5, \"replica_losses\": [1, 1, 1, 1, 1, 1, 1, 1, 1]}\n",
+       "nine.jsonl line 2: \"replica_losses\" holds 9 losses"},
+      {"negative.jsonl", "{\"step\": 0, \"loss\": 0.5}\n{\"step\": -1, \"loss\": 0.7}\n",
+       "negative.jsonl line 2: step -1 is negative; steps are 0-based optimizer steps"},
+      {"negative.csv", "step,loss\n-3,0.5\n", "negative.csv line 2: step -3 is negative"},
+      {"empty.jsonl", "\n", "empty.jsonl: logs no metric at any step"},
+  };
+  for (const auto& [file, text, message] : refusals) {
+    std::ofstream(dir.path(file)) << text;
+    EXPECT_THAT(import_error(dir.path(file), "loss"), HasSubstr(message));
+  }
+  // An empty list is the run directory's "not recorded", as interop/python's helpers write it.
+  std::ofstream(dir.path("none.jsonl"))
+      << "{\"step\": 0, \"loss\": 0.5, \"replica_losses\": []}\n";
+  EXPECT_EQ(import_error(dir.path("none.jsonl"), "loss"), "no error");
   std::ofstream(dir.path("notes.txt")) << "loss 0.5\n";
   EXPECT_THAT(import_error(dir.path("notes.txt"), "loss"),
               HasSubstr("pass --format tfevents, jsonl or csv"));
