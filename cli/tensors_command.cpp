@@ -1,12 +1,17 @@
 // parity tensors diff A B: two weight (or gradient) files, each in PyTorch's or Flax's names
 // and layouts, mapped onto canonical names (interop/param_names.h) and compared value by value
 // (compare/tensor_diff.h). The question a migration asks first: did my converted checkpoint
-// keep every parameter, in the right layout?
+// keep every parameter, in the right layout? Tensors pair within their group only (params,
+// grads: interop/tensor_import.h's split_tensor_groups): a gradient is never compared with a
+// parameter of the same name.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <iostream>
+#include <map>
 
 #include "commands.h"
+#include "parity/common/error.h"
 #include "parity/compare/tensor_diff.h"
 #include "parity/interop/param_names.h"
 #include "parity/interop/tensor_import.h"
@@ -15,14 +20,67 @@
 namespace parity::cli {
 namespace {
 
-interop::CanonicalParams read_and_map(const std::string& path, const std::string& naming) {
-  return interop::to_canonical_params(interop::read_tensor_file(path),
-                                      interop::param_naming_from_name(naming), path);
+// One file of the two, split into its groups (params, grads: interop/tensor_import.h).
+struct Side {
+  std::string label;      // "A", "B"
+  std::string path;
+  std::string naming;     // auto, torch, flax
+  std::string kind;       // from-names, params, grads
+  std::string kind_flag;  // "--kind-a", to name in hints
+  interop::GroupedTensors grouped;
+};
+
+Side read_side(const std::string& label, const std::string& path, const std::string& naming,
+               const std::string& kind) {
+  const std::map<std::string, interop::TensorGroups> kinds = {
+      {"from-names", interop::TensorGroups::kFromPrefixesOrModel},
+      {"params", interop::TensorGroups::kParams},
+      {"grads", interop::TensorGroups::kGrads}};
+  Side side{label, path, naming, kind, label == "A" ? "--kind-a" : "--kind-b", {}};
+  side.grouped =
+      interop::split_tensor_groups(interop::read_tensor_file(path), kinds.at(kind), path);
+  return side;
 }
 
-void print_mapping(const std::string& label, const std::string& path,
-                   const interop::CanonicalParams& mapped) {
-  std::cout << fmt::format("{}: {}, read as {} names\n", label, path,
+std::string group_names(const Side& side) {
+  std::vector<std::string> names;
+  for (const auto& entry : side.grouped.groups) names.push_back(entry.first);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// "A: a.npz holds params (...)", and what was set aside.
+void print_groups(const Side& side) {
+  std::string how = " (by their names' prefixes)";
+  if (side.kind != "from-names") {
+    how = fmt::format(" ({} {})", side.kind_flag, side.kind);
+  } else if (side.grouped.whole_file) {
+    how = fmt::format(
+        " (a saved model: not every name is under params/ or grads/; pass {} grads if the file "
+        "holds gradients)",
+        side.kind_flag);
+  }
+  std::cout << fmt::format("{}: {} holds {}{}\n", side.label, side.path, group_names(side), how);
+  for (const std::string& name : side.grouped.set_aside) {
+    std::cout << fmt::format("  set aside {}: parity's bookkeeping, not a tensor of the model\n",
+                             name);
+  }
+}
+
+// One group of a side on canonical names; mappings name the tensors as the file does
+// ("grads/0.weight"), group prefix included.
+interop::CanonicalParams map_group(const Side& side, const std::string& group) {
+  interop::CanonicalParams mapped = interop::to_canonical_params(
+      side.grouped.groups.at(group), interop::param_naming_from_name(side.naming),
+      fmt::format("{} ({})", side.path, group));
+  if (side.grouped.whole_file) return mapped;
+  for (auto* list : {&mapped.mappings, &mapped.unmapped, &mapped.ignored}) {
+    for (interop::NameMapping& mapping : *list) mapping.source = group + "/" + mapping.source;
+  }
+  return mapped;
+}
+
+void print_mapping(const std::string& heading, const interop::CanonicalParams& mapped) {
+  std::cout << fmt::format("{}, read as {} names\n", heading,
                            interop::param_naming_name(mapped.naming));
   for (const interop::NameMapping& mapping : mapped.mappings) {
     if (mapping.source == mapping.canonical && mapping.note.empty()) continue;
@@ -39,6 +97,7 @@ void register_tensors_command(CLI::App& app, int& exit_status) {
   struct Arguments {
     std::string a, b;
     std::string naming_a = "auto", naming_b = "auto";
+    std::string kind_a = "from-names", kind_b = "from-names";
     double rtol = 0, atol = 0;
   };
   auto arguments = std::make_shared<Arguments>();
@@ -47,27 +106,75 @@ void register_tensors_command(CLI::App& app, int& exit_status) {
   CLI::App* diff = tensors->add_subcommand(
       "diff",
       "Map two tensor files (safetensors, .npz, .npy) in PyTorch's or Flax's names onto "
-      "canonical names, list what does not match side by side, and compare the values. Exit 0 "
-      "when every name matches and every value is within tolerance, 1 when not, 2 bad input");
+      "canonical names, list what does not match side by side, and compare the values of the "
+      "groups (params, grads) both files hold. Exit 0 when every name matches and every value "
+      "is within tolerance, 1 when not, 2 bad input (also: no group in common)");
   diff->add_option("a", arguments->a, "the first file")->required();
   diff->add_option("b", arguments->b, "the second file (the reference)")->required();
   const auto namings = CLI::IsMember({"auto", "torch", "flax"});
   diff->add_option("--naming-a", arguments->naming_a, "auto, torch or flax")->check(namings);
   diff->add_option("--naming-b", arguments->naming_b, "auto, torch or flax")->check(namings);
+  const auto kinds = CLI::IsMember({"from-names", "params", "grads"});
+  const char* kind_help =
+      "from-names: grads/... and params/... names say each tensor's group, and a file with "
+      "other names is a saved model (params); params or grads: the whole file is that. Only "
+      "tensors of the same group are compared";
+  diff->add_option("--kind-a", arguments->kind_a, kind_help)->check(kinds);
+  diff->add_option("--kind-b", arguments->kind_b, kind_help)->check(kinds);
   diff->add_option("--rtol", arguments->rtol, "relative tolerance (default 0: exact)")
       ->check(non_negative_number());
   diff->add_option("--atol", arguments->atol, "absolute tolerance (default 0: exact)")
       ->check(non_negative_number());
   diff->callback([arguments, &exit_status] {
-    const interop::CanonicalParams a = read_and_map(arguments->a, arguments->naming_a);
-    const interop::CanonicalParams b = read_and_map(arguments->b, arguments->naming_b);
-    print_mapping("A", arguments->a, a);
-    print_mapping("B", arguments->b, b);
-    const interop::NameComparison names = interop::compare_param_names(a.tensors, b.tensors);
-    std::cout << interop::format_unmatched(names, "A", &a, "B", &b);
-    const std::vector<compare::TensorDelta> deltas = compare::diff_tensor_sets(
-        a.tensors, b.tensors, arguments->a, arguments->b, arguments->rtol, arguments->atol);
-    size_t num_outside = 0;
+    const Side a = read_side("A", arguments->a, arguments->naming_a, arguments->kind_a);
+    const Side b = read_side("B", arguments->b, arguments->naming_b, arguments->kind_b);
+    print_groups(a);
+    print_groups(b);
+    // Groups pair by name only: a gradient is never compared with a parameter.
+    std::vector<std::string> compared_groups, not_compared;
+    for (const auto& [group, group_tensors] : a.grouped.groups) {
+      if (b.grouped.groups.count(group) != 0) {
+        compared_groups.push_back(group);
+      } else {
+        not_compared.push_back(fmt::format("{} (only A holds {})", group, group));
+      }
+    }
+    for (const auto& [group, group_tensors] : b.grouped.groups) {
+      if (a.grouped.groups.count(group) == 0) {
+        not_compared.push_back(fmt::format("{} (only B holds {})", group, group));
+      }
+    }
+    if (compared_groups.empty()) {
+      throw InputError(fmt::format(
+          "nothing to compare: A ({}) holds {} and B ({}) holds {}; tensors of different groups "
+          "are never compared (a gradient is not a parameter). Fix: diff files that hold the "
+          "same group, or, if a file whose names are not under params/ or grads/ holds "
+          "gradients, say so with --kind-a grads or --kind-b grads",
+          a.path, group_names(a), b.path, group_names(b)));
+    }
+    size_t num_matched = 0, num_unmatched = 0, num_outside = 0;
+    std::vector<compare::TensorDelta> deltas;
+    for (const std::string& group : compared_groups) {
+      const interop::CanonicalParams mapped_a = map_group(a, group);
+      const interop::CanonicalParams mapped_b = map_group(b, group);
+      print_mapping(fmt::format("{}: A", group), mapped_a);
+      print_mapping(fmt::format("{}: B", group), mapped_b);
+      const interop::NameComparison names =
+          interop::compare_param_names(mapped_a.tensors, mapped_b.tensors);
+      if (!names.all_matched()) {
+        std::cout << fmt::format("{}: names that do not match\n", group)
+                  << interop::format_unmatched(names, "A", &mapped_a, "B", &mapped_b);
+      }
+      num_matched += names.matched.size();
+      num_unmatched +=
+          names.only_in_a.size() + names.only_in_b.size() + names.shape_differs.size();
+      for (compare::TensorDelta& delta :
+           compare::diff_tensor_sets(mapped_a.tensors, mapped_b.tensors, a.path, b.path,
+                                     arguments->rtol, arguments->atol)) {
+        delta.name = group + "/" + delta.name;
+        deltas.push_back(std::move(delta));
+      }
+    }
     std::cout << fmt::format("{:<28} {:>12} {:>12} {:>10}\n", "tensor", "max |a-b|", "rel L2",
                              "verdict");
     for (const compare::TensorDelta& delta : deltas) {
@@ -75,13 +182,15 @@ void register_tensors_command(CLI::App& app, int& exit_status) {
       std::cout << fmt::format("{:<28} {:>12.4g} {:>12.4g} {:>10}\n", delta.name, delta.max_abs,
                                delta.rel_l2, delta.within_tolerance ? "within" : "OUTSIDE");
     }
-    const bool same = names.all_matched() && num_outside == 0;
+    const bool same = num_unmatched == 0 && num_outside == 0;
     std::cout << fmt::format(
-        "parity tensors diff: {} names matched, {} unmatched, {} of {} compared tensors "
-        "outside rtol {} atol {}: {}\n",
-        names.matched.size(),
-        names.only_in_a.size() + names.only_in_b.size() + names.shape_differs.size(), num_outside,
-        deltas.size(), arguments->rtol, arguments->atol, same ? "same" : "DIFFERENT");
+        "parity tensors diff of {}: {} names matched, {} unmatched, {} of {} compared tensors "
+        "outside rtol {} atol {}: {}{}\n",
+        fmt::join(compared_groups, " and "), num_matched, num_unmatched, num_outside,
+        deltas.size(), arguments->rtol, arguments->atol, same ? "same" : "DIFFERENT",
+        not_compared.empty()
+            ? ""
+            : fmt::format("; not compared: {}", fmt::join(not_compared, ", ")));
     exit_status = same ? 0 : 1;
   });
 }

@@ -201,6 +201,21 @@ std::pair<HostTensor, std::string> to_canonical_layout(const HostTensor& tensor,
   return {tensor, ""};
 }
 
+// Parameters and gradients are compared as numbers (compare/tensor_diff.h reads F32 and F64);
+// an integer or boolean tensor is not one, and F16/BF16 ones must be widened first.
+void check_floating_point(const std::string& name, const HostTensor& tensor,
+                          const std::string& origin) {
+  if (tensor.dtype == DType::F32 || tensor.dtype == DType::F64) return;
+  throw InputError(fmt::format(
+      "{}: tensor '{}' is {}; parameters and gradients must be floating point, F32 or F64, to "
+      "be compared. Save them as float32 (torch: tensor.float(); numpy/JAX: "
+      "np.asarray(x, np.float32)){}",
+      origin, name, dtype_name(tensor.dtype),
+      tensor.dtype == DType::F16 || tensor.dtype == DType::BF16
+          ? ""
+          : ", or leave out what is not a parameter"));
+}
+
 }  // namespace
 
 std::string param_naming_name(ParamNaming naming) {
@@ -229,6 +244,10 @@ ParamNaming param_naming_from_name(const std::string& name) {
 
 CanonicalParams to_canonical_params(const NamedTensors& source, ParamNaming naming,
                                     const std::string& origin) {
+  if (source.empty()) {
+    throw InputError(fmt::format("{}: holds no tensors; there is nothing to map or compare",
+                                 origin));
+  }
   CanonicalParams result;
   result.naming = naming == ParamNaming::kAuto ? detect_naming(source, origin) : naming;
   std::map<std::string, Module> modules;
@@ -244,6 +263,7 @@ CanonicalParams to_canonical_params(const NamedTensors& source, ParamNaming nami
                    [](const Module* a, const Module* b) { return natural_less(a->path, b->path); });
 
   auto keep_unmapped = [&](const std::string& name, const std::string& why) {
+    check_floating_point(name, source.at(name), origin);
     result.unmapped.push_back({name, name, why});
     result.tensors.emplace(name, source.at(name));
   };
@@ -270,6 +290,7 @@ CanonicalParams to_canonical_params(const NamedTensors& source, ParamNaming nami
         continue;
       }
       const std::string canonical = prefix + "." + rule->canonical_leaf;
+      check_floating_point(name, source.at(name), origin);
       auto [tensor, layout] = to_canonical_layout(source.at(name), rule->layout);
       result.mappings.push_back({name, canonical, layout});
       result.tensors.emplace(canonical, std::move(tensor));

@@ -1,6 +1,7 @@
 #include "parity/interop/tensor_import.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -8,6 +9,7 @@
 #include "parity/common/init_params.h"
 #include "parity/common/run_dir.h"
 #include "parity/common/tensor_file.h"
+#include "parity/interop/import_checks.h"
 
 namespace parity::interop {
 namespace {
@@ -16,6 +18,9 @@ namespace fs = std::filesystem;
 
 constexpr const char* kParamsGroup = "params";
 constexpr const char* kGradsGroup = "grads";
+// Run directories' per-replica parameter digests (README "Run directory"): not a tensor of
+// the model, set aside when a file's groups are read from its prefixes.
+constexpr const char* kBookkeepingGroup = "replicas";
 constexpr const char* kImportedTensorsProducer = "import:tensors";
 
 struct SourceFile {
@@ -32,6 +37,8 @@ std::vector<SourceFile> list_sources(const TensorImport& request) {
           "step_NNNNNN.safetensors / step_NNNNNN.npz files)",
           request.source.string()));
     }
+    check_imported_step(*request.step, "--step",
+                        "Fix: pass the 0-based optimizer step the file was saved at");
     return {{request.source, *request.step}};
   }
   if (request.step) {
@@ -67,39 +74,81 @@ std::vector<SourceFile> list_sources(const TensorImport& request) {
   return sources;
 }
 
-// group ("params", "grads") -> the file's tensors of that group, names without the prefix.
-std::map<std::string, NamedTensors> split_groups(const NamedTensors& tensors,
-                                                 const TensorImport& request,
-                                                 const fs::path& path) {
-  if (request.groups != TensorGroups::kFromPrefixes) {
-    return {{request.groups == TensorGroups::kParams ? kParamsGroup : kGradsGroup, tensors}};
-  }
-  std::map<std::string, NamedTensors> groups;
-  for (const auto& [name, tensor] : tensors) {
-    const size_t slash = name.find('/');
-    const std::string group = name.substr(0, slash);
-    if (slash == std::string::npos || (group != kParamsGroup && group != kGradsGroup)) {
-      throw InputError(fmt::format(
-          "{}: tensor '{}' is under neither 'params/' nor 'grads/'; name both groups so, or say "
-          "what the whole file holds with --kind params or --kind grads",
-          path.string(), name));
-    }
-    groups[group].emplace(name.substr(slash + 1), tensor);
-  }
-  return groups;
-}
-
 }  // namespace
 
 NamedTensors read_tensor_file(const fs::path& path) {
   const std::string extension = path.extension().string();
-  if (extension == ".safetensors") return read_safetensors(path).tensors;
-  if (extension == ".npz") return read_npz(path);
-  if (extension == ".npy") return {{path.stem().string(), read_npy(path)}};
-  throw InputError(fmt::format(
-      "{}: parity reads tensors from .safetensors, .npz (np.savez) and .npy files; save them "
-      "in one of those (torch.save's pickles cannot be read safely)",
-      path.string()));
+  NamedTensors tensors;
+  if (extension == ".safetensors") {
+    tensors = read_safetensors(path).tensors;
+  } else if (extension == ".npz") {
+    tensors = read_npz(path);
+  } else if (extension == ".npy") {
+    tensors.emplace(path.stem().string(), read_npy(path));
+  } else {
+    throw InputError(fmt::format(
+        "{}: parity reads tensors from .safetensors, .npz (np.savez) and .npy files; save them "
+        "in one of those (torch.save's pickles cannot be read safely)",
+        path.string()));
+  }
+  if (tensors.empty()) {
+    throw InputError(fmt::format(
+        "{}: holds no tensors, so there is nothing to import or compare; save the model's "
+        "parameters (or gradients) into it, e.g. np.savez(path, **arrays) with a non-empty "
+        "dict",
+        path.string()));
+  }
+  return tensors;
+}
+
+GroupedTensors split_tensor_groups(const NamedTensors& tensors, TensorGroups groups,
+                                   const fs::path& path) {
+  GroupedTensors result;
+  if (groups == TensorGroups::kParams || groups == TensorGroups::kGrads) {
+    result.whole_file = true;
+    result.groups[groups == TensorGroups::kParams ? kParamsGroup : kGradsGroup] = tensors;
+    return result;
+  }
+  // The prefix of each name ("" for none), and whether any name is a gradient.
+  const auto prefix_of = [](const std::string& name) {
+    const size_t slash = name.find('/');
+    return slash == std::string::npos ? std::string() : name.substr(0, slash);
+  };
+  bool all_prefixed = true, any_grads = false;
+  for (const auto& [name, tensor] : tensors) {
+    const std::string prefix = prefix_of(name);
+    all_prefixed &= prefix == kParamsGroup || prefix == kGradsGroup || prefix == kBookkeepingGroup;
+    any_grads |= prefix == kGradsGroup;
+  }
+  if (groups == TensorGroups::kFromPrefixesOrModel && !all_prefixed && !any_grads) {
+    result.whole_file = true;
+    result.groups[kParamsGroup] = tensors;
+    return result;
+  }
+  for (const auto& [name, tensor] : tensors) {
+    const std::string prefix = prefix_of(name);
+    if (prefix == kBookkeepingGroup) {
+      result.set_aside.push_back(name);
+    } else if (prefix == kParamsGroup || prefix == kGradsGroup) {
+      result.groups[prefix].emplace(name.substr(prefix.size() + 1), tensor);
+    } else {
+      throw InputError(fmt::format(
+          "{}: tensor '{}' is under neither 'params/' nor 'grads/'{}; name both groups so, or "
+          "say what the whole file holds with --kind params or --kind grads (tensors diff: "
+          "--kind-a, --kind-b)",
+          path.string(), name,
+          any_grads ? ", while others are under 'grads/' (a file mixing gradients with names of "
+                      "no group cannot be split)"
+                    : ""));
+    }
+  }
+  if (result.groups.empty()) {
+    throw InputError(fmt::format(
+        "{}: holds only parity's bookkeeping ({}) and no 'params/' or 'grads/' tensor; name a "
+        "file that holds the model's parameters or gradients",
+        path.string(), fmt::join(result.set_aside, ", ")));
+  }
+  return result;
 }
 
 TensorImportSummary import_tensors(const CaseSpec& spec, const TensorImport& request) {
@@ -118,7 +167,8 @@ TensorImportSummary import_tensors(const CaseSpec& spec, const TensorImport& req
   std::string unmatched;
   for (const SourceFile& source : list_sources(request)) {
     const NamedTensors tensors = read_tensor_file(source.path);
-    for (const auto& [group, group_tensors] : split_groups(tensors, request, source.path)) {
+    const GroupedTensors grouped = split_tensor_groups(tensors, request.groups, source.path);
+    for (const auto& [group, group_tensors] : grouped.groups) {
       const std::string origin = fmt::format("{} ({})", source.path.string(), group);
       const CanonicalParams mapped = to_canonical_params(group_tensors, request.naming, origin);
       if (summary.mappings.empty()) {

@@ -110,6 +110,11 @@ TEST(ParamNames, NamesOfNeitherFrameworkAskForNaming) {
       {"w.npz", "cannot tell", "--naming torch"});
 }
 
+TEST(ParamNames, NothingToMapIsRefused) {
+  testing::expect_input_error([] { to_canonical_params({}, ParamNaming::kTorch, "w.npz"); },
+                              {"w.npz: holds no tensors"});
+}
+
 // The case's MLP written by real torch (nn.Sequential state_dict, loaded from parity's init
 // file) and in Flax's layout by numpy: both map onto the init file, value for value.
 TEST(TensorsDiff, TheCasesMlpInTorchAndFlaxLayoutMatchItsInitFile) {
@@ -169,6 +174,12 @@ TEST(TensorsDiff, AnotherModelIsListedSideBySideAndExitsOne) {
 
 const std::vector<std::string> kOverrides = {"train.steps=2"};
 
+// The case's initial parameters, on canonical names.
+NamedTensors case_init() {
+  const CaseSpec spec = load_case("mlp2-fmnist", kOverrides);
+  return init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale);
+}
+
 // A run directory of mlp2-fmnist (2 steps) as `parity import metrics` makes it.
 fs::path imported_metrics_run(const testing::TempDir& dir) {
   std::ofstream(dir.path("log.jsonl"))
@@ -206,8 +217,7 @@ NamedTensors torch_named(const NamedTensors& canonical) {
 TEST(TensorImport, AHelpersStepFilesInTorchNamesBecomeTheRunsCanonicalTensors) {
   testing::TempDir dir;
   const fs::path run = imported_metrics_run(dir);
-  const CaseSpec spec = load_case("mlp2-fmnist", kOverrides);
-  const NamedTensors init = init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale);
+  const NamedTensors init = case_init();
   fs::create_directories(dir.path("log/tensors"));
   write_safetensors(dir.path("log/tensors/step_000001.safetensors"), torch_named(init));
 
@@ -267,6 +277,107 @@ TEST(TensorImport, AFileWithoutGroupsAsksForKindAndAFileWithoutStepAsksForStep) 
                   (kWeightsDir / "torch_cnn.npz").string(), run.string())));
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_THAT(result.output, HasSubstr("Pass --step N"));
+}
+
+// The request `parity import tensors FILE --step STEP` makes, into `run`.
+TensorImport single_file(const fs::path& file, int64_t step, const fs::path& run) {
+  TensorImport request;
+  request.source = file;
+  request.step = step;
+  request.run_dir = run;
+  return request;
+}
+
+TEST(TensorImport, StepsANameCannotHoldAreRefusedNamingTheOption) {
+  testing::TempDir dir;
+  const fs::path run = imported_metrics_run(dir);
+  const CaseSpec spec = load_case("mlp2-fmnist", kOverrides);
+  const NamedTensors init = case_init();
+  write_safetensors(dir.path("step.safetensors"), torch_named(init));
+  testing::expect_input_error(
+      [&] { import_tensors(spec, single_file(dir.path("step.safetensors"), -1, run)); },
+      {"--step: step -1 is negative; steps are 0-based optimizer steps of at most 18 digits (0 "
+       "to 999999999999999999)",
+       "Fix: pass the 0-based optimizer step the file was saved at"});
+  testing::expect_input_error(
+      [&] {
+        import_tensors(spec, single_file(dir.path("step.safetensors"), 1'000'000'000'000'000'000,
+                                         run));
+      },
+      {"--step: step 1000000000000000000 is beyond what a step_NNNNNN file name holds"});
+  EXPECT_TRUE(read_run_dir(run).tensor_steps.empty());
+  EXPECT_FALSE(fs::exists(run / "tensors" / "step_-00001.safetensors"));
+  // 18 digits are a step: written, and read back by the run directory's reader.
+  const int64_t last = 999'999'999'999'999'999;
+  import_tensors(spec, single_file(dir.path("step.safetensors"), last, run));
+  EXPECT_THAT(read_run_dir(run).tensor_steps, ElementsAre(last));
+}
+
+// Parameters and gradients are compared as numbers: an integer tensor of the right shape is
+// not one, and neither is a half-precision one compare cannot read.
+TEST(TensorImport, TensorsThatAreNotF32OrF64AreRefusedNamingFileTensorAndDtype) {
+  testing::TempDir dir;
+  const fs::path run = imported_metrics_run(dir);
+  const CaseSpec spec = load_case("mlp2-fmnist", kOverrides);
+  const NamedTensors init = case_init();
+  for (const DType dtype : {DType::I32, DType::BF16, DType::U8}) {
+    NamedTensors tensors = torch_named(init);
+    HostTensor& bias = tensors.at("grads/2.bias");
+    bias = HostTensor::zeros(dtype, bias.shape);
+    const fs::path file = dir.path(fmt::format("{}.safetensors", dtype_name(dtype)));
+    write_safetensors(file, tensors);
+    testing::expect_input_error(
+        [&] { import_tensors(spec, single_file(file, 0, run)); },
+        {fmt::format("{} (grads): tensor '2.bias' is {}; parameters and gradients must be "
+                     "floating point, F32 or F64, to be compared. Save them as float32",
+                     file.string(), dtype_name(dtype))});
+  }
+  EXPECT_TRUE(read_run_dir(run).tensor_steps.empty());
+  // F64 is compared as it is.
+  NamedTensors tensors = torch_named(init);
+  HostTensor wide = HostTensor::zeros(DType::F64, tensors.at("grads/2.bias").shape);
+  for (size_t i = 0; i < wide.num_elements(); ++i) {
+    wide.data_as<double>()[i] = tensors.at("grads/2.bias").data_as<float>()[i];
+  }
+  tensors["grads/2.bias"] = wide;
+  write_safetensors(dir.path("f64.safetensors"), tensors);
+  EXPECT_EQ(import_tensors(spec, single_file(dir.path("f64.safetensors"), 0, run)).num_tensors,
+            8u);
+}
+
+// A file or a directory with nothing to import is refused, never an import of 0 tensors.
+TEST(TensorImport, FilesAndDirectoriesWithNoTensorsAreRefused) {
+  testing::TempDir dir;
+  const fs::path run = imported_metrics_run(dir);
+  auto result = testing::run_command(fmt::format(
+      "{} -c \"import numpy as np, sys; np.savez(sys.argv[1])\" {}", kPython,
+      dir.path("empty.npz").string()));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  write_safetensors(dir.path("empty.safetensors"), {});
+  for (const char* file : {"empty.npz", "empty.safetensors"}) {
+    result = testing::run_command(parity(
+        fmt::format("import tensors {} --case mlp2-fmnist --set train.steps=2 --out {} --step 0",
+                    dir.path(file).string(), run.string())));
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_THAT(result.output,
+                HasSubstr(fmt::format("{}: holds no tensors, so there is nothing to import or "
+                                      "compare; save the model's parameters",
+                                      dir.path(file).string())));
+  }
+  fs::create_directories(dir.path("log/tensors"));
+  fs::copy_file(dir.path("empty.npz"), dir.path("log/tensors/step_000001.npz"));
+  result = testing::run_command(parity(
+      fmt::format("import tensors {} --case mlp2-fmnist --set train.steps=2 --out {}",
+                  dir.path("log/tensors").string(), run.string())));
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("step_000001.npz: holds no tensors"));
+  fs::remove(dir.path("log/tensors/step_000001.npz"));
+  result = testing::run_command(parity(
+      fmt::format("import tensors {} --case mlp2-fmnist --set train.steps=2 --out {}",
+                  dir.path("log/tensors").string(), run.string())));
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("holds no step_NNNNNN.safetensors or step_NNNNNN.npz"));
+  EXPECT_TRUE(read_run_dir(run).tensor_steps.empty());
 }
 
 }  // namespace

@@ -63,7 +63,9 @@ struct CanonicalParams {
 // Maps `source` (one framework's names, without any "params/"/"grads/" group prefix of the
 // run directory). kAuto reads names with a "weight" or "running_mean" leaf as torch, names
 // with a "kernel", "scale" or "embedding" leaf as Flax (parity's own canonical names are read
-// as Flax names), and throws InputError naming `origin` when it cannot tell.
+// as Flax names), and throws InputError naming `origin` when it cannot tell. Also InputError,
+// naming `origin`, for an empty `source` and for a tensor it keeps (mapped or unmapped) that is
+// not F32 or F64: parameters and gradients are compared as numbers (compare/tensor_diff.h).
 CanonicalParams to_canonical_params(const NamedTensors& source, ParamNaming naming,
                                     const std::string& origin);
 

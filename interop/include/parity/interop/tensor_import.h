@@ -15,17 +15,43 @@
 namespace parity::interop {
 
 // A file's tensors under its own names: .safetensors; .npz (np.load's names); .npy (one tensor
-// named by the file's stem). InputError for another extension or a damaged file.
+// named by the file's stem). InputError for another extension, a damaged file, or a file that
+// holds no tensor at all (an empty .npz or safetensors file has nothing to import or compare).
 NamedTensors read_tensor_file(const std::filesystem::path& path);
 
-// What a file holds: both groups under "params/" and "grads/" prefixes (what the
-// interop/python helpers write, and the run directory's own files), or one group only.
-enum class TensorGroups { kFromPrefixes, kParams, kGrads };
+// What a file holds. Tensors of different groups are never paired: a gradient is not compared
+// with a parameter of the same name.
+enum class TensorGroups {
+  // Both groups under "params/" and "grads/" prefixes (what the interop/python helpers write,
+  // and the run directory's own files, whose "replicas/" bookkeeping is set aside).
+  kFromPrefixes,
+  kParams,  // the whole file is the model's parameters (and state: BatchNorm statistics)
+  kGrads,   // the whole file is gradients
+  // kFromPrefixes when every name carries a prefix; a file with no "grads/" name and names
+  // outside "params/" is a saved model (a state_dict, Flax variables {params, batch_stats},
+  // parity's init file) and is kParams. What `parity tensors diff` reads by default.
+  kFromPrefixesOrModel,
+};
+
+struct GroupedTensors {
+  // "params" / "grads" -> that group's tensors, named without the group prefix; never empty.
+  std::map<std::string, NamedTensors> groups;
+  bool whole_file = false;             // one group, by --kind or as a saved model
+  std::vector<std::string> set_aside;  // parity's bookkeeping (replicas/param_digests)
+};
+
+// Splits `tensors` (read from `path`) into groups. InputError naming the file and tensor for a
+// name under no group where prefixes are required, and for a file holding nothing but
+// bookkeeping.
+GroupedTensors split_tensor_groups(const NamedTensors& tensors, TensorGroups groups,
+                                   const std::filesystem::path& path);
 
 struct TensorImport {
   // A tensor file, or a directory of step_NNNNNN.safetensors / step_NNNNNN.npz files.
   std::filesystem::path source;
-  std::optional<int64_t> step;  // the step a single file was saved at; not for a directory
+  // The step a single file was saved at; not for a directory. 0 to kMaxImportedStep
+  // (import_checks.h).
+  std::optional<int64_t> step;
   TensorGroups groups = TensorGroups::kFromPrefixes;
   ParamNaming naming = ParamNaming::kAuto;
   // An existing run directory of the same case (`parity import metrics` made it).
