@@ -11,17 +11,14 @@ if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     "as `make fuzz` does.")
 endif()
 
-# Every object of this build gets coverage instrumentation and the sanitizers; only the fuzz
-# targets link libFuzzer's main (-fsanitize=fuzzer, fuzz/CMakeLists.txt). Undefined behaviour
-# aborts instead of printing and going on, so that libFuzzer keeps the input that caused it.
+# Every object of this build gets coverage instrumentation; ASan and UBSan, with undefined
+# behaviour aborting (so that libFuzzer keeps the input that caused it), come from
+# cmake/ParitySanitize.cmake, which CMakeLists.txt includes for this build too. Only the fuzz
+# targets link libFuzzer's main (-fsanitize=fuzzer, fuzz/CMakeLists.txt).
 add_compile_options(
-  -fsanitize=fuzzer-no-link,address,undefined
-  -fno-sanitize-recover=all
-  -fno-omit-frame-pointer
-  -g -O1
+  -fsanitize=fuzzer-no-link
   # ParityWarnings.cmake's set is GCC's (-Wshadow=local); clang need not know every option.
   -Wno-unknown-warning-option)
-add_link_options(-fsanitize=address,undefined)
 
 # The dependencies of parity_common and parity_interop only (cmake/ParityDependencies.cmake
 # finds them, and LibTorch, Gloo and OpenBLAS, for the full build).
