@@ -38,6 +38,11 @@ SANITIZE_TIMEOUT ?= 1800
 # compiler command line differs and nothing hits. The -g build maps the checkout's path out of
 # its debug information too (cmake/ParitySanitize.cmake), which ccache needs for those hits.
 export CCACHE_BASEDIR := $(CURDIR)
+# ddp_ref and its tests compile LibTorch behind a precompiled header (ddp_ref/CMakeLists.txt);
+# ccache caches those compilations only when told to ignore what it cannot check through a
+# header's .gch (its #defines, and __DATE__/__TIME__, which no file here uses); without this,
+# they are "could_not_use_precompiled_header" and every build compiles them again.
+export CCACHE_SLOPPINESS := pch_defines,time_macros
 
 .PHONY: all deps configure build run test test-long bench fuzz fuzz-build clean \
         sanitize-build test-sanitize
