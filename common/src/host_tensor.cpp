@@ -75,7 +75,8 @@ HostTensor HostTensor::zeros(DType dtype, Shape shape) {
 HostTensor HostTensor::from_f32(Shape shape, const std::vector<float>& values) {
   HostTensor tensor = zeros(DType::F32, std::move(shape));
   PARITY_CHECK_EQ(values.size(), tensor.num_elements());
-  std::memcpy(tensor.bytes.data(), values.data(), tensor.num_bytes());
+  // An empty vector's data() may be null, which memcpy must never get (UBSan), even for 0 bytes.
+  if (tensor.num_bytes() > 0) std::memcpy(tensor.bytes.data(), values.data(), tensor.num_bytes());
   return tensor;
 }
 

@@ -16,7 +16,8 @@ Array from_values(DType dtype, Shape shape, const std::vector<T>& values) {
                       std::to_string(buffer.num_elements()) + " values, got " +
                       std::to_string(values.size()));
   }
-  std::memcpy(buffer.bytes->data(), values.data(), buffer.num_bytes());
+  // An empty vector's data() may be null, which memcpy must never get (UBSan), even for 0 bytes.
+  if (buffer.num_bytes() > 0) std::memcpy(buffer.bytes->data(), values.data(), buffer.num_bytes());
   return Array(std::move(buffer));
 }
 
