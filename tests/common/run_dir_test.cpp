@@ -334,12 +334,12 @@ TEST(RunDir, ReplicaLossesOfTheWrongLengthAreRefusedWithTheLine) {
   RunDirWriter writer(temp.path(), sample_info());
   writer.append_step(sample_step(0));
   StepMetrics short_step = sample_step(1);
-  short_step.replica_losses = {2.5, 2.25};  // 2 values, run.json says 4 replicas
+  short_step.replica_losses = {2.5, 2.25, 2.5, 2.5, 2.5};  // 5 values, run.json says 4 replicas
   writer.append_step(short_step);
   writer.finish();
   expect_input_error([&] { read_run_dir(temp.path()); },
                      {(temp.path() / "metrics.jsonl").string() +
-                      " line 2: \"replica_losses\" has 2 values but run.json says 4 replicas"});
+                      " line 2: \"replica_losses\" has 5 values but run.json says 4 replicas"});
 }
 
 TEST(RunDir, ALauncherMarksOnlyARunStillSayingRunning) {

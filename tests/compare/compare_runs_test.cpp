@@ -217,15 +217,20 @@ TEST(CompareRuns, AdamEpsInsideTheSqrtIsDiagnosedAsOptimizerSemantics) {
 TEST(CompareRuns, OracleMeasuresEachRunsErrorAgainstAThirdRun) {
   const RunDir pmap = read_run_dir(testing::pmap_run());
   const RunDir ddp = read_run_dir(testing::ddp_run());
+  // A and B themselves stand in as oracles, labelled f64 (an oracle must be more precise than
+  // the runs it judges; compare reads only its dtype label and its losses).
+  RunDir pmap_oracle = pmap;
+  RunDir ddp_oracle = ddp;
+  pmap_oracle.info.dtype = ddp_oracle.info.dtype = "f64";
   CompareOptions options;
-  options.oracle = &pmap;  // A is the oracle itself: error 0, whatever B's is
+  options.oracle = &pmap_oracle;  // A is the oracle itself: error 0, whatever B's is
   const Check passed = find_check(compare_runs(pmap, ddp, options), "oracle");
   EXPECT_EQ(passed.status, CheckStatus::kPass) << passed.summary;
   EXPECT_EQ(figure(passed, "max_loss_error_a"), 0);
   EXPECT_GT(figure(passed, "max_loss_error_b"), 0);
 
   // B is the oracle: err_B = 0, so with no floor any error of A's fails.
-  options.oracle = &ddp;
+  options.oracle = &ddp_oracle;
   options.oracle_floor = 0;
   const Check failed = find_check(compare_runs(pmap, ddp, options), "oracle");
   EXPECT_EQ(failed.status, CheckStatus::kFail) << failed.summary;
@@ -321,7 +326,8 @@ TEST(CompareRuns, OracleOfAnotherCaseIsRefusedNamingItsRunJson) {
   const RunDir pmap = read_run_dir(testing::pmap_run());
   const RunDir ddp = read_run_dir(testing::ddp_run());
   const auto other_dir = testing::other_init_run();  // init.seed 1: another case hash
-  const RunDir other = read_run_dir(other_dir);
+  RunDir other = read_run_dir(other_dir);
+  other.info.dtype = "f64";  // precise enough; only its case is wrong
   CompareOptions options;
   options.oracle = &other;
   try {

@@ -155,7 +155,9 @@ TEST_F(CompareRunsPerturbed, StepsRecordedByOneRunOnlyWarn) {
   EXPECT_EQ(loss.status, CheckStatus::kWarn);
   EXPECT_EQ(figure(loss, "steps_compared"), 8);
   EXPECT_THAT(all_details(loss), HasSubstr("2 step(s) only in run B: 8, 9"));
-  EXPECT_EQ(result.verdict, Verdict::kEquivalent) << result.headline;
+  // The cut run still says "complete" but lacks 2 of the steps it promises: incomplete.
+  EXPECT_EQ(result.verdict, Verdict::kIncomplete) << result.headline;
+  EXPECT_THAT(result.headline, HasSubstr("metrics.jsonl holds 8 of the 10 steps it promises"));
 }
 
 TEST_F(CompareRunsPerturbed, LossBeyondTheLaneFailsWithinItWarns) {

@@ -326,11 +326,11 @@ TEST(WriteCatalogue, ADirectoryThatCannotBeWrittenIsAnInputErrorNamingIt) {
   const fs::path dir = temp.path("file") / "catalogue";
   testing::expect_input_error([&] { write_catalogue_report(sample_catalogue(), dir); },
                               {"cannot create the report directory", dir.string()});
-  // index.html is a directory that is not empty: renaming over it fails.
+  // index.html is a directory that is not empty: removing the old one fails.
   fs::create_directories(temp.path("out") / kCatalogueHtmlFile / "inside");
   testing::expect_input_error(
       [&] { write_catalogue_report(sample_catalogue(), temp.path("out")); },
-      {"cannot write the report file", (temp.path("out") / kCatalogueHtmlFile).string()});
+      {"cannot remove the old report", (temp.path("out") / kCatalogueHtmlFile).string()});
 }
 
 }  // namespace

@@ -63,11 +63,12 @@ TEST(WriteReports, RefusesADirectoryThatCannotBeCreated) {
 }
 
 TEST(WriteReports, AFileThatCannotBeReplacedLeavesNoTemporaryFile) {
-  // report.html is a directory that is not empty: renaming over it fails, for root too.
+  // report.html is a directory that is not empty: removing the old report fails (before any
+  // new file is written), for root too.
   TempDir temp;
   fs::create_directories(temp.path(kHtmlFile) / "inside");
   expect_input_error([&] { write_reports(passing_result(), temp.path()); },
-                     {"cannot write the report file", temp.path(kHtmlFile).string(),
+                     {"cannot remove the old report", temp.path(kHtmlFile).string(),
                       "fix this one's permissions"});
   EXPECT_EQ(names_in(temp.path()), std::vector<std::string>{kHtmlFile});
 }
