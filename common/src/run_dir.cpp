@@ -455,7 +455,9 @@ bool is_blank(const std::string& text) {
                      [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
 }
 
-std::vector<StepMetrics> read_metrics(const fs::path& path, int64_t replicas) {
+// `being_written`: run.json says "running", so an unterminated last line is the step its producer
+// is writing at this moment, not damage; it is left out and the steps before it are read.
+std::vector<StepMetrics> read_metrics(const fs::path& path, int64_t replicas, bool being_written) {
   if (!fs::exists(path)) {
     throw InputError("not a complete run directory: " + path.string() + " is missing");
   }
@@ -469,7 +471,7 @@ std::vector<StepMetrics> read_metrics(const fs::path& path, int64_t replicas) {
     const size_t line_end = unterminated ? text.size() : newline;
     const std::string line = text.substr(line_start, line_end - line_start);
     line_start = line_end + 1;
-    if (is_blank(line)) continue;
+    if (is_blank(line) || (unterminated && being_written)) continue;
 
     StepMetrics metrics = parse_metrics_line(line, file, line_number, unterminated);
     // Fewer is legitimate: a run resumed on fewer devices (case S10) logs the devices left.
@@ -686,7 +688,7 @@ RunDir read_run_dir(const std::filesystem::path& dir) {
   RunDir run;
   run.dir = dir;
   run.info = run_info_from_json(document, run_json.string());
-  run.steps = read_metrics(dir / kMetricsJsonl, run.info.replicas);
+  run.steps = read_metrics(dir / kMetricsJsonl, run.info.replicas, run.info.status == "running");
   run.tensor_steps = list_tensor_steps(dir);
   demote_if_steps_missing(run);
   return run;

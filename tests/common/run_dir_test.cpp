@@ -456,6 +456,20 @@ TEST(RunDir, TruncatedLastLineIsReportedAsSuch) {
   EXPECT_EQ(read_run_dir(temp.path()).steps.size(), 3u);
 }
 
+// A reader may look at a run while its producer writes it (a test waiting for steps, a user
+// watching): the step being written is not damage, and the steps before it are read.
+TEST(RunDir, ARunningRunsHalfWrittenLastStepIsLeftOut) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  edit_run_json(temp.path(), [](auto& run) { run["status"] = "running"; });
+  const std::string metrics = read_bytes(temp.path() / "metrics.jsonl");
+  write_bytes(temp.path() / "metrics.jsonl", metrics + "{\"step\":3,\"loss\":2.1,\"replica_lo");
+  const RunDir run = read_run_dir(temp.path());
+  EXPECT_EQ(run.info.status, "running");
+  ASSERT_EQ(run.steps.size(), 3u);
+  EXPECT_EQ(run.steps.back().step, 2);
+}
+
 TEST(RunDir, MissingStepTensorsListsTheRecordedSteps) {
   TempDir temp;
   write_sample_run(temp.path());

@@ -68,7 +68,7 @@ void wait_until_training(const fs::path& out) {
 }
 
 RunInfo run_info(const fs::path& dir) {
-  // read_run_dir would refuse nothing here; only run.json is of interest.
+  // Only run.json is of interest; a running run's half-written last step is left out.
   return read_run_dir(dir).info;
 }
 
