@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -10,6 +11,27 @@
 #include "runtime/device_run.h"
 
 namespace pmap_engine::runtime {
+namespace {
+
+// Runs equation `e` on one device; a kernel's failure comes back as an EngineError naming the
+// device and the op, whatever the kernel threw (a worker thread cannot let it escape: that
+// would terminate the process).
+void run_on_device(DeviceRun& device, const ir::Program& program, size_t e, size_t device_index) {
+  const auto fail = [&](const char* what) {
+    throw EngineError("device " + std::to_string(device_index) + ": " +
+                      program.equations[e].primitive->name + " (equation " + std::to_string(e) +
+                      " of the program) failed: " + what);
+  };
+  try {
+    device.run(e);
+  } catch (const std::exception& error) {
+    fail(error.what());
+  } catch (...) {
+    fail("an exception that is not a std::exception");
+  }
+}
+
+}  // namespace
 
 ExecutionResult execute(const ir::Program& program, std::vector<Buffer> inputs,
                         const std::vector<bool>& donated) {
@@ -21,7 +43,7 @@ ExecutionResult execute(const ir::Program& program, std::vector<Buffer> inputs,
       throw EngineError(program.equations[e].primitive->name +
                         " is a collective: it runs only inside pmap, over a named axis");
     }
-    device.run(e);
+    run_on_device(device, program, e, 0);
   }
   ExecutionResult result;
   result.outputs = device.outputs();
@@ -137,17 +159,30 @@ MappedExecutionResult execute_mapped(const ir::Program& program,
   }
   const size_t num_workers =
       std::min<size_t>(num_devices, std::max(1u, std::thread::hardware_concurrency()));
+  // A device stops at its first failure; the others finish the segment, and the lowest failed
+  // device's error is re-thrown on the caller's thread, so which one is reported does not
+  // depend on timing.
   auto run_segment = [&](size_t begin, size_t end) {
     if (begin == end) return;
+    std::vector<std::exception_ptr> failures(num_devices);
     auto work = [&](size_t worker) {
       for (size_t d = worker; d < num_devices; d += num_workers) {
-        for (size_t e = begin; e < end; ++e) devices[d]->run(e);
+        try {
+          for (size_t e = begin; e < end; ++e) {
+            run_on_device(*devices[d], program, e, first_device + d);
+          }
+        } catch (...) {
+          failures[d] = std::current_exception();
+        }
       }
     };
     std::vector<std::thread> workers;
     for (size_t w = 1; w < num_workers; ++w) workers.emplace_back(work, w);
     work(0);
     for (auto& worker : workers) worker.join();
+    for (const std::exception_ptr& failure : failures) {
+      if (failure) std::rethrow_exception(failure);
+    }
   };
 
   MappedExecutionResult result;
