@@ -55,7 +55,7 @@ std::unique_ptr<DirectoryLock> claim_job_folder(const std::filesystem::path& dir
 compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesystem::path& dir,
                                        compare::CompareOptions options, bool oracle,
                                        const std::string& progress_label) {
-  cases::require_training_program(spec, spec.scenario.engine_program);
+  cases::require_training_program(spec, find_engine_program(spec.scenario.engine_program));
   const std::filesystem::path init = ensure_init_file(spec, "", dir);
   const int64_t steps = spec.train.steps;
   const int64_t trainings = oracle ? 3 : 2;

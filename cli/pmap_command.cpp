@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "parity/common/case_spec.h"
+#include "parity/common/engine_programs.h"
 #include "parity/common/error.h"
 #include "pmap_processes.h"
 #include "pmap_trainer.h"

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "case_job.h"
+#include "parity/common/engine_programs.h"
 #include "parity/common/error.h"
 #include "parity/reports/reports.h"
 #include "scenario_programs.h"
@@ -33,15 +34,6 @@ bool diagnoses_match(const std::vector<std::string>& expected,
   return true;
 }
 
-// The engine programs that `is_kind` accepts, comma-separated, for an error message.
-std::string programs_where(bool (*is_kind)(const std::string&)) {
-  std::vector<std::string> names;
-  for (const std::string& name : engine_program_names()) {
-    if (is_kind(name)) names.push_back(name);
-  }
-  return fmt::format("{}", fmt::join(names, ", "));
-}
-
 void judge_comparison(const CaseSpec& spec, const std::filesystem::path& dir,
                       const compare::CompareOptions& options, CatalogueEntry& entry) {
   const ScenarioSpec& scenario = spec.scenario;
@@ -67,12 +59,13 @@ void judge_comparison(const CaseSpec& spec, const std::filesystem::path& dir,
 }
 
 void judge_error(const CaseSpec& spec, CatalogueEntry& entry) {
-  if (!cases::is_error_program(spec.scenario.engine_program)) {
+  if (find_engine_program(spec.scenario.engine_program).kind !=
+      ProgramKind::kFailsBeforeTraining) {
     throw InputError(fmt::format(
         "{}: scenario.expect = \"error\" but engine program {} trains without one; name an "
         "error program ({})",
         spec.source_file.string(), spec.scenario.engine_program,
-        programs_where(cases::is_error_program)));
+        engine_program_names_of_kind(ProgramKind::kFailsBeforeTraining)));
   }
   const std::optional<std::string> error = cases::run_error_program(spec);
   if (!error) {
@@ -87,11 +80,11 @@ void judge_error(const CaseSpec& spec, CatalogueEntry& entry) {
 }
 
 void judge_probe(const CaseSpec& spec, CatalogueEntry& entry) {
-  if (!cases::is_probe_program(spec.scenario.engine_program)) {
+  if (find_engine_program(spec.scenario.engine_program).kind != ProgramKind::kProbes) {
     throw InputError(fmt::format(
         "{}: scenario.expect = \"probe\" but engine program {} is not a probe; name one ({})",
         spec.source_file.string(), spec.scenario.engine_program,
-        programs_where(cases::is_probe_program)));
+        engine_program_names_of_kind(ProgramKind::kProbes)));
   }
   const cases::ProbeResult probe = cases::run_probe_program(spec);
   entry.observed = probe.observed;

@@ -270,13 +270,14 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
   const ModelSpec model = spec.model;
   const pe::DType dtype = step_options.float64 ? pe::DType::f64 : compute_dtype(spec.train.dtype);
   const pe::optim::GradientTransformation optimizer = make_optimizer(spec.train);
-  const bool cast_loss = !keeps_loss_in_compute_dtype(step_options.program);
+  const EngineProgram& program = find_engine_program(step_options.program);
+  const bool cast_loss = !program.keeps_loss_in_compute_dtype;
   pe::TreeFunction loss_fn = [model, dtype, cast_loss](const std::vector<pe::Tree>& args) {
     return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype, cast_loss));
   };
-  const MappedGradients gradients = mapped_gradients(step_options.program, loss_fn);
+  const MappedGradients gradients = mapped_gradients(program, loss_fn);
   const int64_t micro_batches = spec.train.grad_accum_steps;
-  const bool update_each = updates_per_micro_batch(step_options.program);
+  const bool update_each = program.updates_per_micro_batch;
   pe::TreeFunction step = [optimizer, gradients, micro_batches,
                            update_each](const std::vector<pe::Tree>& args) {
     pe::Tree params = args[0];
@@ -324,7 +325,7 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
   };
   pe::PmapOptions options;
   options.axis_name = gradients.axis_name;
-  if (broadcasts_params(step_options.program)) {
+  if (program.broadcasts_params) {
     // 000 §5.3: @pmap(axis_name=..., in_axes=(None, 0, 0)): params and optimizer state go to
     // every device whole and come back as the one value all devices hold (out_axes=None, which
     // the engine checks bit for bit).
@@ -342,7 +343,7 @@ namespace {
 // The process this run is, and the engine's distributed session for as long as it trains.
 class ProcessSession {
  public:
-  ProcessSession(const CaseSpec& spec, const std::string& program, double timeout_seconds)
+  ProcessSession(const CaseSpec& spec, const EngineProgram& program, double timeout_seconds)
       : process_(pmap_process_from_environment()) {
     if (!process_) return;
     const int64_t count = process_->count;
@@ -352,11 +353,10 @@ class ProcessSession {
           "start the run with parity pmap --nproc {}",
           spec.name, count, spec.parallel.processes, spec.parallel.processes));
     }
-    if (broadcasts_params(program) || initialises_per_device(program) ||
-        resume_step(spec, program)) {
+    if (program.needs_one_process()) {
       throw InputError(fmt::format(
           "case {}: engine program {} runs in one process only; set parallel.processes = 1",
-          spec.name, program));
+          spec.name, program.name));
     }
     pmap_engine::distributed::InitializeOptions options;
     options.coordinator_address = process_->coordinator;
@@ -390,8 +390,9 @@ class ProcessSession {
 PmapRunSummary train_pmap(const CaseSpec& spec, const PmapRunOptions& options,
                           std::optional<RunDirWriter>& writer) {
   const auto run_start = Clock::now();
-  require_training_program(spec, options.step.program);
-  const ProcessSession process(spec, options.step.program, options.timeout_seconds);
+  const EngineProgram& program = find_engine_program(options.step.program);
+  require_training_program(spec, program);
+  const ProcessSession process(spec, program, options.timeout_seconds);
   int64_t num_devices = spec.parallel.replicas;  // every process's
   const int64_t local_devices = num_devices / process.count();
   const int64_t first_device = process.index() * local_devices;
@@ -400,10 +401,10 @@ PmapRunSummary train_pmap(const CaseSpec& spec, const PmapRunOptions& options,
   if (float64) initial = cast_tree(initial, pe::DType::f64);
   // Broadcast params (in_axes=None) stay one unstacked tree; otherwise every leaf carries the
   // device axis, as jax.device_put_replicated makes it.
-  const bool broadcast = broadcasts_params(options.step.program);
+  const bool broadcast = program.broadcasts_params;
   const pe::Tree initial_state = make_optimizer(spec.train).init(initial);
   pe::Tree params = broadcast ? initial
-                    : initialises_per_device(options.step.program)
+                    : program.initialises_per_device
                         ? initialise_per_device(spec, num_devices, initial.leaves().front().dtype())
                         : replicate(initial, local_devices);
   pe::Tree opt_state = broadcast ? initial_state : replicate(initial_state, local_devices);
@@ -413,8 +414,8 @@ PmapRunSummary train_pmap(const CaseSpec& spec, const PmapRunOptions& options,
   Dataset train = load_case_dataset(spec, "train");
   std::optional<Placement> placement;
   placement.emplace(spec, train.num_samples, num_devices, first_device, local_devices,
-                    options.step, processes_reading_everything(spec, options.step.program));
-  const std::optional<int64_t> checkpoint_step = resume_step(spec, options.step.program);
+                    options.step, processes_reading_everything(spec, program));
+  const std::optional<int64_t> checkpoint_step = resume_step(spec, program);
   int64_t peak_bytes_per_device = 0;
   int64_t compile_count = 0;
 

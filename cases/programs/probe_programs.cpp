@@ -174,15 +174,21 @@ ProbeResult probe_recompilation(const CaseSpec& spec) {
 
 }  // namespace
 
-bool is_probe_program(const std::string& program) { return program.rfind("probe-", 0) == 0; }
-
 ProbeResult run_probe_program(const CaseSpec& spec) {
-  const std::string& program = spec.scenario.engine_program;
-  if (program == "probe-device-axis") return probe_device_axis(spec);
-  if (program == "probe-device-order") return probe_device_order(spec);
-  if (program == "probe-recompilation") return probe_recompilation(spec);
-  if (program == "probe-dropout-key") return probe_dropout_key(spec);
-  throw InternalError("engine program '" + program + "' is not a probe program");
+  const EngineProgram& program = find_engine_program(spec.scenario.engine_program);
+  switch (program.probe) {
+    case Probe::kDeviceAxis:
+      return probe_device_axis(spec);
+    case Probe::kDeviceOrder:
+      return probe_device_order(spec);
+    case Probe::kRecompilation:
+      return probe_recompilation(spec);
+    case Probe::kDropoutKey:
+      return probe_dropout_key(spec);
+    case Probe::kNone:
+      break;
+  }
+  throw InternalError("engine program '" + program.name + "' is not a probe program");
 }
 
 }  // namespace parity::cases

@@ -32,47 +32,41 @@ pe::TreeFunction MappedGradients::loss_and_reduced_grads() const {
   };
 }
 
-MappedGradients mapped_gradients(const std::string& program, const pe::TreeFunction& loss_fn) {
-  if (program == "pmean" || program == "init-per-device" || program == "params-in-axes-none" ||
-      program == "update-inside-accumulation" || program == "batch-65-on-8" ||
-      program == "loss-without-cast" || program == "checkpoint-reshard" ||
-      program == "process-data-not-sharded") {
-    // 002 §2.1: grads = lax.pmean(grads, axis_name='data').
-    return reduced_after_grad(kAxis, loss_fn,
-                              [](const pe::Tree& grads) { return pe::pmean(grads, kAxis); });
+MappedGradients mapped_gradients(const EngineProgram& program, const pe::TreeFunction& loss_fn) {
+  switch (program.reduction) {
+    case GradientReduction::kPmean:
+      // 002 §2.1: grads = lax.pmean(grads, axis_name='data').
+      return reduced_after_grad(kAxis, loss_fn,
+                                [](const pe::Tree& grads) { return pe::pmean(grads, kAxis); });
+    case GradientReduction::kPsum:
+      // 000 §4.3 without the division: the sum over devices, N times DDP's average.
+      return reduced_after_grad(kAxis, loss_fn,
+                                [](const pe::Tree& grads) { return pe::psum(grads, kAxis); });
+    case GradientReduction::kPsumThenDivide:
+      // 000 §4.3: grads = lax.psum(grads, ...); grads = tree.map(lambda g: g / device_count(), ...)
+      return reduced_after_grad(kAxis, loss_fn, [](const pe::Tree& grads) {
+        const auto devices = static_cast<double>(pe::axis_size(kAxis));
+        return pe::tree_map([devices](const pe::Array& g) { return g / devices; },
+                            pe::psum(grads, kAxis));
+      });
+    case GradientReduction::kPsumInsideLoss: {
+      // 000 §5.2: def loss_fn_with_psum(params, x, y):
+      //               return lax.psum(loss_fn(params, x, y), axis_name='data')
+      //           grads = grad(loss_fn_with_psum)(params, x, y)      # no reduction after grad
+      const pe::TreeFunction loss_fn_with_psum = [loss_fn](const std::vector<pe::Tree>& args) {
+        return pe::Tree(pe::psum(loss_fn(args).leaf(), kAxis));
+      };
+      return {kAxis, pe::value_and_grad(loss_fn_with_psum), unreduced};
+    }
+    case GradientReduction::kNone:
+      // 002's table: gradients not reduced before the update; each device steps on its own.
+      return {kAxis, pe::value_and_grad(loss_fn), unreduced};
+    case GradientReduction::kMismatchedAxisNames:
+      // 000 §5.1: pmap(axis_name='batch'), then psum(..., axis_name='devices').
+      return reduced_after_grad("batch", loss_fn,
+                                [](const pe::Tree& grads) { return pe::pmean(grads, "devices"); });
   }
-  if (program == "psum") {
-    // 000 §4.3 without the division: the sum over devices, N times DDP's average.
-    return reduced_after_grad(kAxis, loss_fn,
-                              [](const pe::Tree& grads) { return pe::psum(grads, kAxis); });
-  }
-  if (program == "psum-divide") {
-    // 000 §4.3: grads = lax.psum(grads, ...); grads = tree.map(lambda g: g / device_count(), ...)
-    return reduced_after_grad(kAxis, loss_fn, [](const pe::Tree& grads) {
-      const auto devices = static_cast<double>(pe::axis_size(kAxis));
-      return pe::tree_map([devices](const pe::Array& g) { return g / devices; },
-                          pe::psum(grads, kAxis));
-    });
-  }
-  if (program == "psum-loss-in-grad") {
-    // 000 §5.2: def loss_fn_with_psum(params, x, y):
-    //               return lax.psum(loss_fn(params, x, y), axis_name='data')
-    //           grads = grad(loss_fn_with_psum)(params, x, y)      # no reduction after grad
-    const pe::TreeFunction loss_fn_with_psum = [loss_fn](const std::vector<pe::Tree>& args) {
-      return pe::Tree(pe::psum(loss_fn(args).leaf(), kAxis));
-    };
-    return {kAxis, pe::value_and_grad(loss_fn_with_psum), unreduced};
-  }
-  if (program == "no-grad-reduction") {
-    // 002's table: gradients not reduced before the update; each device steps on its own.
-    return {kAxis, pe::value_and_grad(loss_fn), unreduced};
-  }
-  if (program == "axis-name-mismatch") {
-    // 000 §5.1: pmap(axis_name='batch'), then psum(..., axis_name='devices').
-    return reduced_after_grad("batch", loss_fn,
-                              [](const pe::Tree& grads) { return pe::pmean(grads, "devices"); });
-  }
-  throw InternalError("engine program '" + program + "' passed case validation");
+  throw InternalError("engine program '" + program.name + "' has no gradient reduction");
 }
 
 pe::TreeFunction case_loss(const CaseSpec& spec) {
@@ -112,66 +106,49 @@ MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int6
           pe::reshape(batch.y, {mapped, per_device})};
 }
 
-bool updates_per_micro_batch(const std::string& program) {
-  return program == "update-inside-accumulation";
-}
-
-bool broadcasts_params(const std::string& program) { return program == "params-in-axes-none"; }
-
-bool initialises_per_device(const std::string& program) { return program == "init-per-device"; }
-
-bool keeps_loss_in_compute_dtype(const std::string& program) {
-  return program == "loss-without-cast";
-}
-
-int64_t processes_reading_everything(const CaseSpec& spec, const std::string& program) {
-  if (program != "process-data-not-sharded") return 1;
+int64_t processes_reading_everything(const CaseSpec& spec, const EngineProgram& program) {
+  if (!program.every_process_reads_everything) return 1;
   if (spec.parallel.processes < 2) {
     throw InputError(fmt::format(
-        "case {}: engine program process-data-not-sharded needs parallel.processes >= 2 (each "
-        "process reads the whole dataset); found {}",
-        spec.name, spec.parallel.processes));
+        "case {}: engine program {} needs parallel.processes >= 2 (each process reads the "
+        "whole dataset); found {}",
+        spec.name, program.name, spec.parallel.processes));
   }
   return spec.parallel.processes;
 }
 
-std::optional<int64_t> resume_step(const CaseSpec& spec, const std::string& program) {
-  if (program != "checkpoint-reshard") return std::nullopt;
+std::optional<int64_t> resume_step(const CaseSpec& spec, const EngineProgram& program) {
+  if (!program.resumes_on_half_the_devices) return std::nullopt;
   if (spec.parallel.replicas < 2 || spec.parallel.replicas % 2 != 0 || spec.train.steps < 2) {
     throw InputError(fmt::format(
-        "case {}: engine program checkpoint-reshard restores on half the devices at the middle "
-        "step; it needs an even parallel.replicas (found {}) and train.steps >= 2 (found {})",
-        spec.name, spec.parallel.replicas, spec.train.steps));
+        "case {}: engine program {} restores on half the devices at the middle step; it needs "
+        "an even parallel.replicas (found {}) and train.steps >= 2 (found {})",
+        spec.name, program.name, spec.parallel.replicas, spec.train.steps));
   }
   return spec.train.steps / 2;
 }
 
-bool is_error_program(const std::string& program) {
-  return program == "axis-name-mismatch" || program == "batch-65-on-8" ||
-         program == "jit-named-sharding" || program == "jit-params-sharded";
-}
-
-void require_training_program(const CaseSpec& spec, const std::string& program) {
-  if (!is_error_program(program) && !is_probe_program(program)) return;
+void require_training_program(const CaseSpec& spec, const EngineProgram& program) {
+  if (program.kind == ProgramKind::kTrains) return;
   throw InputError(fmt::format(
       "case {}: engine program {} does not train (it reproduces an error or probes an engine "
       "behaviour of the documents); run it with parity cases run {}",
-      spec.name, program, spec.scenario.id.empty() ? std::string("ID") : spec.scenario.id));
+      spec.name, program.name, spec.scenario.id.empty() ? std::string("ID") : spec.scenario.id));
 }
 
 std::optional<std::string> run_error_program(const CaseSpec& spec) {
-  const std::string& program = spec.scenario.engine_program;
-  if (!is_error_program(program)) {
-    throw InternalError("engine program '" + program + "' is not an error program");
+  const EngineProgram& program = find_engine_program(spec.scenario.engine_program);
+  if (program.kind != ProgramKind::kFailsBeforeTraining) {
+    throw InternalError("engine program '" + program.name + "' is not an error program");
   }
-  if (program.rfind("jit-", 0) == 0) return run_sharded_jit_program(spec);
+  if (program.jit != JitShardings::kNotJit) return run_sharded_jit_program(spec, program);
   const MappedGradients gradients = mapped_gradients(program, case_loss(spec));
   const pe::DeviceSet devices(static_cast<int>(spec.parallel.replicas));
 
   // One batch per device, or 65 samples for batch-65-on-8: the global batch 001 §1 feeds to
   // pmap as it is.
-  const bool global_65 = program == "batch-65-on-8";
-  const MappedBatch batch = first_samples(spec, program, global_65 ? 65 : spec.parallel.replicas,
+  const bool global_65 = program.feeds_65_samples_to_8_devices;
+  const MappedBatch batch = first_samples(spec, program.name, global_65 ? 65 : spec.parallel.replicas,
                                           global_65 ? 1 : spec.data.per_replica_batch);
 
   // 000 §5.3's in_axes=(None, 0, 0): params broadcast, data mapped.

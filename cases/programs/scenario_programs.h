@@ -1,5 +1,5 @@
-// The engine programs a scenario case names (case key scenario.engine_program; the names are
-// parity::engine_program_names()): the inside of the pmapped train step, written the way the
+// The engine programs a scenario case names (case key scenario.engine_program; the table of
+// names and traits is parity::engine_programs(), common/engine_programs.h): the inside of the pmapped train step, written the way the
 // source document's snippet writes it, mistakes included, beside the faithful one.
 //
 //   pmean               grads = grad(loss_fn)(params, x, y)
@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "parity/common/case_spec.h"
+#include "parity/common/engine_programs.h"
 #include "pmap_engine/transforms.h"
 
 namespace parity::cases {
@@ -66,31 +67,22 @@ struct MappedGradients {
   pe::TreeFunction loss_and_reduced_grads() const;
 };
 
-// `loss_fn`: (params, x, y) -> the local mean loss. Throws InternalError for a name that is
-// not an engine program (case validation refuses those first).
-MappedGradients mapped_gradients(const std::string& program, const pe::TreeFunction& loss_fn);
+// `loss_fn`: (params, x, y) -> the local mean loss; the program's gradient reduction around it.
+MappedGradients mapped_gradients(const EngineProgram& program, const pe::TreeFunction& loss_fn);
 
-// Whether the program updates after every micro-batch instead of once per step (P9).
-bool updates_per_micro_batch(const std::string& program);
-// Whether the program passes params and optimizer state with in_axes=None (S4).
-bool broadcasts_params(const std::string& program);
-// Whether the program initialises each device's parameters separately (P4).
-bool initialises_per_device(const std::string& program);
-// Whether the program leaves a mixed-precision loss in the compute dtype (P10).
-bool keeps_loss_in_compute_dtype(const std::string& program);
 // How many processes each read the whole dataset (P8: the case's parallel.processes); 1 for
 // every other program. Throws InputError for P8 in a one-process case.
-int64_t processes_reading_everything(const CaseSpec& spec, const std::string& program);
+int64_t processes_reading_everything(const CaseSpec& spec, const EngineProgram& program);
 // The step at which the program saves a checkpoint and resumes from it on half the devices
 // (S10), or nullopt. Throws InputError when the case cannot halve its devices.
-std::optional<int64_t> resume_step(const CaseSpec& spec, const std::string& program);
+std::optional<int64_t> resume_step(const CaseSpec& spec, const EngineProgram& program);
 
 // Error programs (P1, P6, S5, P12) fail before training: runs one step of the case the way the
 // program does and returns the engine's error message, or nullopt when the step ran without one.
-bool is_error_program(const std::string& program);
 std::optional<std::string> run_error_program(const CaseSpec& spec);
 // The jit-* error programs (sharded_jit_programs.cpp).
-std::optional<std::string> run_sharded_jit_program(const CaseSpec& spec);
+std::optional<std::string> run_sharded_jit_program(const CaseSpec& spec,
+                                                   const EngineProgram& program);
 
 // The case's model loss, (params, x, y) -> the local mean loss in f32, and its initial
 // parameters (the case's seed), for the programs that run one step rather than train.
@@ -112,14 +104,13 @@ MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int6
 
 // Throws InputError, naming the case and `parity cases run ID`, when `program` does not train
 // (an error or a probe program): before anything is trained with it.
-void require_training_program(const CaseSpec& spec, const std::string& program);
+void require_training_program(const CaseSpec& spec, const EngineProgram& program);
 
 // Probe programs: runs the probe on the case's model and data.
 struct ProbeResult {
   bool as_expected = false;  // the engine behaves as JAX does (and as the case says)
   std::string observed;      // what the probe saw, in a sentence or two
 };
-bool is_probe_program(const std::string& program);
 ProbeResult run_probe_program(const CaseSpec& spec);
 
 }  // namespace parity::cases

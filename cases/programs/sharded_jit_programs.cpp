@@ -25,8 +25,8 @@
 
 namespace parity::cases {
 
-std::optional<std::string> run_sharded_jit_program(const CaseSpec& spec) {
-  const std::string& program = spec.scenario.engine_program;
+std::optional<std::string> run_sharded_jit_program(const CaseSpec& spec,
+                                                   const EngineProgram& program) {
   const pe::Mesh mesh(pe::DeviceSet(static_cast<int>(spec.parallel.replicas)),
                       {{"data", spec.parallel.replicas}});
   const pe::NamedSharding data_sharding(mesh, pe::PartitionSpec{{"data"}});
@@ -40,12 +40,12 @@ std::optional<std::string> run_sharded_jit_program(const CaseSpec& spec) {
     return pe::Tree::tuple({pe::optim::apply_updates(params, updates), opt_state});
   };
   pe::JitOptions options;
-  options.in_shardings = program == "jit-named-sharding"
+  options.in_shardings = program.jit == JitShardings::kTwoForFourArguments
                              ? std::vector<pe::NamedSharding>(2, data_sharding)
                              : std::vector<pe::NamedSharding>(4, data_sharding);
 
   const GlobalBatch batch =
-      global_samples(spec, program, spec.parallel.replicas * spec.data.per_replica_batch);
+      global_samples(spec, program.name, spec.parallel.replicas * spec.data.per_replica_batch);
   const pe::Tree params = case_params(spec);
   try {
     pe::jit(p_train_step, options,

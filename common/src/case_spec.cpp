@@ -22,6 +22,7 @@
 #include "parity/common/case_limits.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/digest.h"
+#include "parity/common/engine_programs.h"
 #include "parity/common/error.h"
 
 #ifndef PARITY_SOURCE_CASES_DIR
@@ -998,31 +999,6 @@ std::string CaseSpec::to_toml() const {
       << "reference = " << quote(scenario.reference) << "\n"
       << "quick = " << string_list(scenario.quick) << "\n";
   return text + out.str();
-}
-
-const std::vector<std::string>& engine_program_names() {
-  static const std::vector<std::string> names = {
-      "pmean",              // the faithful step: grads = pmean(grad(loss_fn)(...))
-      "psum",               // P2: grads = psum(grads), no division
-      "psum-divide",        // S2: grads = psum(grads) / device_count
-      "psum-loss-in-grad",  // P3: grad of a loss that is psum'd inside the function
-      "params-in-axes-none",  // S4: params broadcast with in_axes=None, not replicated
-      "init-per-device",    // P4: each device initialises from fold_in(key, device)
-      "no-grad-reduction",  // P11: each device applies its own local gradients
-      "update-inside-accumulation",  // P9: an optimizer update after every micro-batch
-      "loss-without-cast",  // P10: a mixed-precision loss left in f16/bf16
-      "checkpoint-reshard", // S10: save at the middle step, resume on half the devices
-      "process-data-not-sharded",  // P8: 2 processes each reading the whole dataset
-      "axis-name-mismatch", // P1: pmap(axis_name='batch') with psum(axis_name='devices')
-      "batch-65-on-8",      // P6: a global batch of 65 mapped over 8 devices
-      "jit-named-sharding", // S5: 002 §2.2's jitted step with two in_shardings for four args
-      "jit-params-sharded", // P12: the same with params and optimizer state P('data')
-      "probe-device-axis",  // P7: the shape of a pmapped loss
-      "probe-device-order", // P13: the order devices are listed in
-      "probe-recompilation",  // P14: which calls retrace a jitted step
-      "probe-dropout-key",    // P5: dropout masks from one key, split keys, folded keys
-  };
-  return names;
 }
 
 std::string CaseSpec::hash() const { return Fnv1a64().update(training_toml()).hex(); }

@@ -117,10 +117,6 @@ struct CaseSpec {
   std::string training_toml() const;
 };
 
-// The engine programs a [scenario] may name (scenario.engine_program), each written in
-// cases/programs/scenario_programs.cpp the way the document's snippet does it.
-const std::vector<std::string>& engine_program_names();
-
 // Where case files are looked up by name: $PARITY_CASES_DIR if set, else the repository's
 // cases/ folder (compiled in).
 std::filesystem::path cases_dir();
