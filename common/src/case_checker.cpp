@@ -1,0 +1,294 @@
+#include "case_checker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "case_writer.h"
+#include "parity/common/case_limits.h"
+#include "parity/common/engine_programs.h"
+
+namespace parity {
+
+namespace {
+
+namespace keys = case_schema;
+using case_schema::FloatRange;
+using case_schema::Key;
+
+const std::vector<std::string> kExpectations = {"equivalent", "not equivalent", "error", "probe",
+                                                "not supported"};
+const std::vector<std::string> kReferences = {"ddp_ref", "engine"};
+
+constexpr int64_t kFashionMnistFeatures = 784;
+constexpr int64_t kFashionMnistClasses = 10;
+constexpr int64_t kFashionMnistTrainSamples = 60000;
+
+class CaseChecker {
+ public:
+  CaseChecker(const CaseSpec& spec, const KeyOrigins& origins) : spec_(spec), origins_(origins) {}
+
+  void check_all() {
+    check_rules();
+    check_limits();
+    check_model();
+    check_data();
+    check_parallel();
+    check_train();
+    check_scenario();
+  }
+
+ private:
+  // Each key's own rule, one kind of rule at a time: allowed strings, integer minimums, float
+  // lower bounds, float unit intervals, then integer maximums (the limits).
+  void check_rules() {
+    for_each_value<std::string>([&](const Key& key, const std::string& value) {
+      if (key.rule.one_of != nullptr) one_of(key, value, *key.rule.one_of);
+    });
+    for_each_value<int64_t>([&](const Key& key, int64_t value) { at_least(key, value); });
+    for_each_value<double>([&](const Key& key, double value) {
+      if (key.rule.range != FloatRange::kUnitInterval) in_range(key, value);
+    });
+    for_each_value<double>([&](const Key& key, double value) {
+      if (key.rule.range == FloatRange::kUnitInterval) in_range(key, value);
+    });
+    for_each_value<int64_t>([&](const Key& key, int64_t value) { at_most(key, value); });
+  }
+
+  // Calls check(key, value) for every key whose field is a T.
+  template <typename T, typename Check>
+  void for_each_value(Check&& check) {
+    case_schema::for_each_case_key(spec_, [&](const Key& key, const auto& value) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, T>) check(key, value);
+    });
+  }
+
+  // What the producers can run beyond each key's bounds (case_limits.h has the reason for each).
+  void check_limits() {
+    // steps <= kMaxCaseSteps here, so the product cannot overflow unless grad_accum_steps is
+    // itself absurd; divide instead of multiplying.
+    if (spec_.train.grad_accum_steps > kMaxCaseSteps / spec_.train.steps) {
+      fail(keys::kTrainGradAccumSteps,
+           std::to_string(spec_.train.steps) + " steps x " +
+               std::to_string(spec_.train.grad_accum_steps) + " micro-batches is more than the " +
+               std::to_string(kMaxCaseSteps) + " batches a run may read",
+           "use fewer steps or fewer micro-batches per step");
+    }
+    const int64_t layers = static_cast<int64_t>(spec_.model.widths.size()) - 1;
+    if (layers > kMaxCaseLayers) {
+      fail(keys::kModelWidths,
+           std::to_string(layers) + " layers, more than the " + std::to_string(kMaxCaseLayers) +
+               " parity trains (the engine traces and runs one op group per layer, ddp_ref "
+               "builds one module per layer)",
+           "use at most " + std::to_string(kMaxCaseLayers + 1) + " widths");
+    }
+  }
+
+  void check_model() {
+    const Key& key = keys::kModelWidths;
+    const std::vector<int64_t>& widths = spec_.model.widths;
+    if (widths.empty()) {
+      fail_at(origins_.of(key), key.dotted() + " is required: " + key.help);
+    }
+    if (widths.size() < 2) {
+      fail(key, "expected at least 2 widths (input and output), found " +
+                    std::to_string(widths.size()));
+    }
+    for (size_t i = 0; i < widths.size(); ++i) {
+      if (widths[i] < 1) {
+        fail_at(origins_.of(key), key.dotted() + "[" + std::to_string(i) +
+                                      "]: expected a width >= 1, found " +
+                                      std::to_string(widths[i]));
+      }
+    }
+  }
+
+  void check_data() {
+    if (spec_.data.dataset == "fashion-mnist") check_fashion_mnist();
+    if (spec_.data.dataset == "synthetic-linear") check_synthetic_linear();
+    check_batches_exist();
+  }
+
+  void check_fashion_mnist() {
+    const std::vector<int64_t>& widths = spec_.model.widths;
+    if (widths.front() != kFashionMnistFeatures) {
+      fail(keys::kModelWidths,
+           "fashion-mnist images have 784 features (28x28), so widths[0] must be 784, found " +
+               std::to_string(widths.front()));
+    }
+    if (widths.back() != kFashionMnistClasses) {
+      fail(keys::kModelWidths,
+           "fashion-mnist has 10 classes, so the last width must be 10, found " +
+               std::to_string(widths.back()));
+    }
+    if (spec_.model.loss != "softmax_cross_entropy") {
+      fail(keys::kModelLoss,
+           "fashion-mnist has integer class labels; expected softmax_cross_entropy, found " +
+               spec_.model.loss);
+    }
+  }
+
+  void check_synthetic_linear() {
+    const std::vector<int64_t>& widths = spec_.model.widths;
+    if (widths.back() > widths.front()) {
+      fail(keys::kModelWidths,
+           "synthetic-linear targets are a permutation of input features, so the last width (" +
+               std::to_string(widths.back()) + ") must not exceed the first (" +
+               std::to_string(widths.front()) + ")");
+    }
+    if (spec_.model.loss != "mse") {
+      fail(keys::kModelLoss,
+           "synthetic-linear has real-valued targets; expected mse, found " + spec_.model.loss);
+    }
+  }
+
+  // With drop_last, each replica sees floor(num_samples / replicas) samples per epoch (the
+  // DistributedSampler), cut into full batches only: fewer samples than one batch would leave
+  // an epoch with no step at all.
+  void check_batches_exist() {
+    if (!spec_.data.drop_last) return;
+    const int64_t num_samples = spec_.data.dataset == "fashion-mnist"
+                                    ? kFashionMnistTrainSamples
+                                    : spec_.data.synthetic_num_samples;
+    const int64_t per_replica = num_samples / spec_.parallel.replicas;
+    if (per_replica < spec_.data.per_replica_batch) {
+      fail(keys::kDataPerReplicaBatch,
+           "with drop_last each replica gets " + std::to_string(per_replica) +
+               " samples per epoch, fewer than one batch of " +
+               std::to_string(spec_.data.per_replica_batch),
+           "use a smaller batch, more samples, or drop_last = false");
+    }
+  }
+
+  void check_parallel() {
+    if (spec_.parallel.replicas % spec_.parallel.processes != 0) {
+      fail(keys::kParallelProcesses,
+           std::to_string(spec_.parallel.replicas) + " replicas cannot be spread evenly over " +
+               std::to_string(spec_.parallel.processes) + " processes; expected a divisor of " +
+               keys::kParallelReplicas.dotted());
+    }
+  }
+
+  void check_train() {
+    if (spec_.train.nesterov && (spec_.train.optimizer != "sgd" || spec_.train.momentum <= 0)) {
+      fail(keys::kTrainNesterov,
+           "Nesterov momentum needs optimizer = \"sgd\" and momentum > 0 (as torch.optim.SGD "
+           "requires), found optimizer = \"" + spec_.train.optimizer +
+               "\", momentum = " + format_float(spec_.train.momentum));
+    }
+  }
+
+  void check_scenario() {
+    const ScenarioSpec& scenario = spec_.scenario;
+    const Key& expect = keys::kScenarioExpect;
+    if (scenario.id.empty()) {
+      if (!scenario.expect.empty()) {
+        fail(expect,
+             "a [scenario] needs an id (the item of docs/pitfalls.md it reproduces, e.g. id = "
+             "\"P2\")");
+      }
+      return;
+    }
+    one_of(expect, scenario.expect, kExpectations);
+    one_of(keys::kScenarioEngineProgram, scenario.engine_program, engine_program_names());
+    one_of(keys::kScenarioReference, scenario.reference, kReferences);
+    if (scenario.expect == "error" && scenario.expect_error.empty()) {
+      fail_at(origins_.of(expect),
+              expect.dotted() + " = \"error\" needs " + keys::kScenarioExpectError.dotted() +
+                  ", a part of the error text the engine must raise");
+    }
+    if (scenario.expect == "not supported" && scenario.missing.empty()) {
+      fail_at(origins_.of(expect),
+              expect.dotted() + " = \"not supported\" needs " + keys::kScenarioMissing.dotted() +
+                  ", the engine feature the case waits for");
+    }
+  }
+
+  // "section.key: problem at origin; hint".
+  [[noreturn]] void fail(const Key& key, const std::string& problem,
+                         const std::string& hint = "") const {
+    fail_at(origins_.of(key), key.dotted() + ": " + problem, hint);
+  }
+
+  void one_of(const Key& key, const std::string& value, const std::vector<std::string>& allowed) {
+    if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;
+    fail(key, "expected one of " + join(allowed) + ", found '" + value + "'",
+         did_you_mean(value, allowed));
+  }
+
+  void at_least(const Key& key, int64_t value) {
+    if (value >= key.rule.min) return;
+    fail(key, "expected an integer >= " + std::to_string(key.rule.min) + ", found " +
+                  std::to_string(value));
+  }
+
+  void at_most(const Key& key, int64_t value) {
+    if (value <= key.rule.max) return;
+    fail(key, "expected an integer <= " + std::to_string(key.rule.max) + ", found " +
+                  std::to_string(value) + " (" + key.help + ")");
+  }
+
+  void in_range(const Key& key, double value) {
+    if (!std::isfinite(value)) fail(key, "expected a finite number, found " + format_float(value));
+    switch (key.rule.range) {
+      case FloatRange::kAny: return;
+      case FloatRange::kPositive:
+        if (value > 0) return;
+        fail(key, "expected a value > 0, found " + format_float(value));
+      case FloatRange::kNonNegative:
+        if (value >= 0) return;
+        fail(key, "expected a value >= 0, found " + format_float(value));
+      case FloatRange::kUnitInterval:
+        if (value >= 0 && value < 1) return;
+        fail(key, "expected a value in [0, 1), found " + format_float(value));
+    }
+  }
+
+  const CaseSpec& spec_;
+  const KeyOrigins& origins_;
+};
+
+// [case] name is optional: the file name is the case name.
+void check_name_matches_file(CaseSpec& spec, const KeyOrigins& origins) {
+  const std::string stem = spec.source_file.stem().string();
+  if (spec.name.empty()) {
+    spec.name = stem;
+    return;
+  }
+  if (spec.name != stem) {
+    fail_at(origins.of(keys::kCaseName),
+            keys::kCaseName.dotted() + ": expected '" + stem +
+                "' (the file name without .toml), found '" + spec.name + "'",
+            "rename the file or the case so that they agree");
+  }
+}
+
+// record_steps is a set of steps, numbered from 0; a negative entry counts from the end (-1 is
+// the last step, as in Python), so that `--set train.steps=10` keeps "record the last step"
+// meaningful. After this, entries lie in [0, steps), sorted, without repeats.
+void resolve_record_steps(CaseSpec& spec, const KeyOrigins& origins) {
+  std::vector<int64_t>& record_steps = spec.train.record_steps;
+  const int64_t steps = spec.train.steps;
+  for (size_t i = 0; i < record_steps.size(); ++i) {
+    if (record_steps[i] < -steps || record_steps[i] >= steps) {
+      fail_at(origins.of(keys::kTrainRecordSteps),
+              keys::kTrainRecordSteps.dotted() + "[" + std::to_string(i) +
+                  "]: expected a step in [" + std::to_string(-steps) + ", " +
+                  std::to_string(steps) + ") (0 is the first step, -1 the last), found " +
+                  std::to_string(record_steps[i]));
+    }
+    if (record_steps[i] < 0) record_steps[i] += steps;
+  }
+  std::sort(record_steps.begin(), record_steps.end());
+  record_steps.erase(std::unique(record_steps.begin(), record_steps.end()), record_steps.end());
+}
+
+}  // namespace
+
+void check_case(CaseSpec& spec, const KeyOrigins& origins) {
+  check_name_matches_file(spec, origins);
+  CaseChecker(spec, origins).check_all();
+  resolve_record_steps(spec, origins);
+}
+
+}  // namespace parity

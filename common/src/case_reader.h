@@ -1,0 +1,31 @@
+// Reading a case file: its TOML text, its structure (every section and key in the schema), and
+// the values into a CaseSpec, each checked for its type and remembered with its origin
+// (file:line:column, or the --set override that gave it).
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "case_errors.h"
+#include "case_schema.h"
+#include "parity/common/case_spec.h"
+
+namespace parity {
+
+// The case file parsed as TOML; a syntax error names file:line:column.
+toml::table parse_case_file(const std::filesystem::path& file);
+
+// Every section and key of `root` must be in the schema.
+void check_structure(const toml::table& root, const std::filesystem::path& file);
+
+// The (overridden) table into a CaseSpec: keys `root` lacks keep their defaults, a value of the
+// wrong type or a negative seed is refused. `override_texts` holds the --set text of each key an
+// override set; `origins` receives where each value came from.
+CaseSpec read_case(const toml::table& root, const std::filesystem::path& file,
+                   const std::map<const case_schema::Key*, std::string>& override_texts,
+                   KeyOrigins& origins);
+
+}  // namespace parity

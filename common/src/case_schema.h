@@ -1,0 +1,199 @@
+// The case file's schema: every section and key, each spelled once here, with the rule the
+// checker applies to its value. A key's type is the type of its CaseSpec field and its default
+// is that field's initializer (case_spec.h); for_each_case_key() binds each key to its field, in
+// canonical order (the order to_toml() prints). docs/case-schema.md documents every key.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "parity/common/case_limits.h"
+#include "parity/common/case_spec.h"
+
+namespace parity::case_schema {
+
+struct Section {
+  std::string_view name;
+  bool hashed;  // part of what is trained: CaseSpec::training_toml() and hash() hold it
+};
+
+enum class FloatRange { kAny, kPositive, kNonNegative, kUnitInterval };
+
+// What the checker requires of a key's value beyond its type. Seeds (uint64_t fields) are
+// refused below 0 by the reader, the rules of [scenario] and model.widths by the checker.
+struct Rule {
+  const std::vector<std::string>* one_of = nullptr;         // string keys: the allowed values
+  int64_t min = std::numeric_limits<int64_t>::min();        // integer keys
+  int64_t max = std::numeric_limits<int64_t>::max();
+  FloatRange range = FloatRange::kAny;                      // float keys (always finite)
+};
+
+Rule one_of(const std::vector<std::string>& allowed);
+Rule at_least(int64_t min);
+Rule between(int64_t min, int64_t max);
+Rule in_range(FloatRange range);
+
+struct Key {
+  const Section& section;
+  std::string_view name;
+  Rule rule = {};
+  std::string help = {};  // why the rule holds (or what the key is), for errors that need it
+
+  std::string dotted() const;  // "train.lr"
+};
+
+inline const Section kCase{"case", true};
+inline const Section kModel{"model", true};
+inline const Section kData{"data", true};
+inline const Section kParallel{"parallel", true};
+inline const Section kTrain{"train", true};
+inline const Section kInit{"init", true};
+inline const Section kCompare{"compare", false};
+inline const Section kScenario{"scenario", false};
+
+inline const std::vector<std::string> kActivations = {"tanh", "relu", "gelu"};
+inline const std::vector<std::string> kLosses = {"softmax_cross_entropy", "mse"};
+inline const std::vector<std::string> kDatasets = {"fashion-mnist", "synthetic-linear"};
+inline const std::vector<std::string> kOptimizers = {"sgd", "adam", "adamw"};
+inline const std::vector<std::string> kDtypes = {"f32", "bf16", "f16"};
+inline const std::vector<std::string> kInitSchemes = {"jax-normal"};
+
+inline const Key kCaseName{kCase, "name"};
+inline const Key kCaseDescription{kCase, "description"};
+
+inline const Key kModelWidths{
+    kModel, "widths", {},
+    "the layer widths from input to output, for example widths = [784, 256, 10]"};
+inline const Key kModelActivation{kModel, "activation", one_of(kActivations)};
+inline const Key kModelLoss{kModel, "loss", one_of(kLosses)};
+
+inline const Key kDataDataset{kData, "dataset", one_of(kDatasets)};
+inline const Key kDataPerReplicaBatch{kData, "per_replica_batch", at_least(1)};
+inline const Key kDataSeed{kData, "seed"};
+inline const Key kDataShuffle{kData, "shuffle"};
+inline const Key kDataDropLast{kData, "drop_last"};
+inline const Key kDataSyntheticNumSamples{kData, "synthetic_num_samples", at_least(1)};
+inline const Key kDataSyntheticSeed{kData, "synthetic_seed"};
+
+inline const Key kParallelReplicas{
+    kParallel, "replicas", between(1, kMaxCaseReplicas),
+    "ddp_ref runs each rank as a thread and meters its memory in one of " +
+        std::to_string(kMaxCaseReplicas) + " per-rank slots"};
+inline const Key kParallelProcesses{kParallel, "processes", at_least(1)};
+
+inline const Key kTrainSteps{
+    kTrain, "steps", between(1, kMaxCaseSteps),
+    "a cap so that every run ends: " + std::to_string(kMaxCaseSteps) +
+        " steps take about 3 hours at 1 ms a step, and each writes a line of metrics.jsonl"};
+inline const Key kTrainOptimizer{kTrain, "optimizer", one_of(kOptimizers)};
+inline const Key kTrainLr{kTrain, "lr", in_range(FloatRange::kPositive)};
+inline const Key kTrainMomentum{kTrain, "momentum", in_range(FloatRange::kUnitInterval)};
+inline const Key kTrainNesterov{kTrain, "nesterov"};
+inline const Key kTrainWeightDecay{kTrain, "weight_decay", in_range(FloatRange::kNonNegative)};
+inline const Key kTrainBeta1{kTrain, "beta1", in_range(FloatRange::kUnitInterval)};
+inline const Key kTrainBeta2{kTrain, "beta2", in_range(FloatRange::kUnitInterval)};
+// torch and optax both accept eps = 0.
+inline const Key kTrainEps{kTrain, "eps", in_range(FloatRange::kNonNegative)};
+inline const Key kTrainEpsRoot{kTrain, "eps_root", in_range(FloatRange::kNonNegative)};
+inline const Key kTrainClipGradNorm{kTrain, "clip_grad_norm", in_range(FloatRange::kNonNegative)};
+inline const Key kTrainGradAccumSteps{kTrain, "grad_accum_steps", at_least(1)};
+inline const Key kTrainDtype{kTrain, "dtype", one_of(kDtypes)};
+inline const Key kTrainRecordSteps{kTrain, "record_steps"};
+
+inline const Key kInitScheme{kInit, "scheme", one_of(kInitSchemes)};
+inline const Key kInitSeed{kInit, "seed"};
+inline const Key kInitScale{kInit, "scale", in_range(FloatRange::kPositive)};
+
+inline const Key kCompareOracle{kCompare, "oracle"};
+inline const Key kCompareTensorRtol{kCompare, "tensor_rtol", in_range(FloatRange::kNonNegative)};
+inline const Key kCompareTensorAtol{kCompare, "tensor_atol", in_range(FloatRange::kNonNegative)};
+
+inline const Key kScenarioId{kScenario, "id"};
+inline const Key kScenarioTitle{kScenario, "title"};
+inline const Key kScenarioSource{kScenario, "source"};
+inline const Key kScenarioClaim{kScenario, "claim"};
+inline const Key kScenarioFactCheck{kScenario, "fact_check"};
+inline const Key kScenarioExpect{kScenario, "expect"};
+inline const Key kScenarioExpectDiagnoses{kScenario, "expect_diagnoses"};
+inline const Key kScenarioExpectError{kScenario, "expect_error"};
+inline const Key kScenarioMissing{kScenario, "missing"};
+inline const Key kScenarioEngineProgram{kScenario, "engine_program"};
+inline const Key kScenarioReference{kScenario, "reference"};
+inline const Key kScenarioQuick{kScenario, "quick"};
+
+// Calls visit(key, field) for every key of the case file, in canonical order; `Spec` is
+// CaseSpec or const CaseSpec.
+template <typename Spec, typename Visit>
+void for_each_case_key(Spec& spec, Visit&& visit) {
+  visit(kCaseName, spec.name);
+  visit(kCaseDescription, spec.description);
+  visit(kModelWidths, spec.model.widths);
+  visit(kModelActivation, spec.model.activation);
+  visit(kModelLoss, spec.model.loss);
+  visit(kDataDataset, spec.data.dataset);
+  visit(kDataPerReplicaBatch, spec.data.per_replica_batch);
+  visit(kDataSeed, spec.data.seed);
+  visit(kDataShuffle, spec.data.shuffle);
+  visit(kDataDropLast, spec.data.drop_last);
+  visit(kDataSyntheticNumSamples, spec.data.synthetic_num_samples);
+  visit(kDataSyntheticSeed, spec.data.synthetic_seed);
+  visit(kParallelReplicas, spec.parallel.replicas);
+  visit(kParallelProcesses, spec.parallel.processes);
+  visit(kTrainSteps, spec.train.steps);
+  visit(kTrainOptimizer, spec.train.optimizer);
+  visit(kTrainLr, spec.train.lr);
+  visit(kTrainMomentum, spec.train.momentum);
+  visit(kTrainNesterov, spec.train.nesterov);
+  visit(kTrainWeightDecay, spec.train.weight_decay);
+  visit(kTrainBeta1, spec.train.beta1);
+  visit(kTrainBeta2, spec.train.beta2);
+  visit(kTrainEps, spec.train.eps);
+  visit(kTrainEpsRoot, spec.train.eps_root);
+  visit(kTrainClipGradNorm, spec.train.clip_grad_norm);
+  visit(kTrainGradAccumSteps, spec.train.grad_accum_steps);
+  visit(kTrainDtype, spec.train.dtype);
+  visit(kTrainRecordSteps, spec.train.record_steps);
+  visit(kInitScheme, spec.init.scheme);
+  visit(kInitSeed, spec.init.seed);
+  visit(kInitScale, spec.init.scale);
+  visit(kCompareOracle, spec.compare.oracle);
+  visit(kCompareTensorRtol, spec.compare.tensor_rtol);
+  visit(kCompareTensorAtol, spec.compare.tensor_atol);
+  visit(kScenarioId, spec.scenario.id);
+  visit(kScenarioTitle, spec.scenario.title);
+  visit(kScenarioSource, spec.scenario.source);
+  visit(kScenarioClaim, spec.scenario.claim);
+  visit(kScenarioFactCheck, spec.scenario.fact_check);
+  visit(kScenarioExpect, spec.scenario.expect);
+  visit(kScenarioExpectDiagnoses, spec.scenario.expect_diagnoses);
+  visit(kScenarioExpectError, spec.scenario.expect_error);
+  visit(kScenarioMissing, spec.scenario.missing);
+  visit(kScenarioEngineProgram, spec.scenario.engine_program);
+  visit(kScenarioReference, spec.scenario.reference);
+  visit(kScenarioQuick, spec.scenario.quick);
+}
+
+// A key's TOML type, from its field's C++ type.
+enum class Kind { kString, kInteger, kFloat, kBool, kIntegerList, kStringList };
+
+struct KeyEntry {
+  const Key* key;
+  Kind kind;
+};
+
+struct SectionEntry {
+  const Section* section;
+  std::vector<KeyEntry> keys;
+};
+
+// The sections and their keys in canonical order; nullptr when there is no such name.
+const std::vector<SectionEntry>& sections();
+const SectionEntry* find_section(std::string_view name);
+const KeyEntry* find_key(const SectionEntry& section, std::string_view name);
+std::vector<std::string> section_names();
+std::vector<std::string> key_names(const SectionEntry& section);
+
+}  // namespace parity::case_schema
