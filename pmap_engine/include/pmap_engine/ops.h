@@ -6,7 +6,9 @@
 #pragma once
 
 #include <optional>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pmap_engine/array.h"
@@ -89,6 +91,51 @@ Array dot_general(const Array& lhs, const Array& rhs, const std::vector<int64_t>
                   const std::vector<int64_t>& rhs_batch = {});
 // jnp.matmul for 1-D/2-D operands (and batched 3-D): x [B, D] @ w [D, H] -> [B, H].
 Array matmul(const Array& a, const Array& b);
+
+// --- convolution and pooling (jax.lax, flax.linen) ---
+// Activations NHWC [B, H, W, C], kernels HWIO [KH, KW, C, O]: flax.linen.Conv's layout.
+// Padding is lax's: per dimension a pair (lo, hi) of positions added before and after, or a
+// name resolved by padtype_to_pads ("SAME", "SAME_LOWER", "VALID").
+using PadPair = std::pair<int64_t, int64_t>;  // (lo, hi)
+// Implicit on purpose: conv_general_dilated(x, w, {1, 1}, "SAME") or (..., {{1, 1}, {0, 1}}).
+struct Padding {
+  Padding(const char* name) : name(name) {}
+  Padding(std::string name) : name(std::move(name)) {}
+  Padding(std::vector<PadPair> pairs) : pairs(std::move(pairs)) {}
+  Padding(std::initializer_list<PadPair> pairs) : pairs(pairs) {}
+  std::string name;            // empty for explicit pairs
+  std::vector<PadPair> pairs;  // used when `name` is empty
+};
+// lax.padtype_to_pads: "SAME" pads so that out = ceil(in / stride), the odd position of an
+// odd total on the high side ("SAME_LOWER": on the low side); "VALID" pads nothing.
+std::vector<PadPair> padtype_to_pads(const std::vector<int64_t>& in_shape,
+                                     const std::vector<int64_t>& window_shape,
+                                     const std::vector<int64_t>& window_strides,
+                                     const std::string& padding);
+// lax.conv_general_dilated with dimension_numbers ("NHWC", "HWIO", "NHWC"), 2-D spatial:
+// lhs [B, H, W, C] * rhs [KH, KW, C, O] -> [B, H', W', O]. One stride, pair and dilation per
+// spatial dimension; empty dilations mean 1. A padding name resolves against H, W and the
+// rhs-dilated kernel, as lax does. feature_group_count must be 1 (no grouped convolutions).
+Array conv_general_dilated(const Array& lhs, const Array& rhs,
+                           const std::vector<int64_t>& window_strides, const Padding& padding,
+                           const std::vector<int64_t>& lhs_dilation = {},
+                           const std::vector<int64_t>& rhs_dilation = {},
+                           int64_t feature_group_count = 1);
+// lax.reduce_window with lax.add / lax.max: a window size, stride and padding per dimension of
+// x (all of them, batch and features included). Padding adds 0 to a sum, -inf to a max.
+Array reduce_window_sum(const Array& x, const std::vector<int64_t>& window_dimensions,
+                        const std::vector<int64_t>& window_strides, const Padding& padding);
+Array reduce_window_max(const Array& x, const std::vector<int64_t>& window_dimensions,
+                        const std::vector<int64_t>& window_strides, const Padding& padding);
+// flax.linen.max_pool / avg_pool: x [B..., H, W, C] (or unbatched [H, W, C]); window_shape and
+// strides (default 1) over the spatial dimensions; explicit pairs pad the spatial dimensions.
+// avg_pool divides by the window size when count_include_pad, else by the number of input
+// elements in each window.
+Array max_pool(const Array& x, const std::vector<int64_t>& window_shape,
+               const std::vector<int64_t>& strides = {}, const Padding& padding = "VALID");
+Array avg_pool(const Array& x, const std::vector<int64_t>& window_shape,
+               const std::vector<int64_t>& strides = {}, const Padding& padding = "VALID",
+               bool count_include_pad = true);
 
 // --- neural-network functions (jax.nn / optax) ---
 Array relu(const Array& x);

@@ -32,20 +32,18 @@
 //     summation order.
 // So results depend on whether OpenBLAS runs threaded (OPENBLAS_NUM_THREADS, the core count of
 // the host), and across CPU models (DYNAMIC_ARCH picks the kernel at run time). The engine
-// therefore runs OpenBLAS single-threaded (use_single_threaded_blas below): results do not
-// depend on the host's core count, and devices (one thread each) already use the cores.
-#include <cblas.h>
+// therefore runs OpenBLAS single-threaded (use_single_threaded_blas, ops/blas.h): results do
+// not depend on the host's core count, and devices (one thread each) already use the cores.
 
 #include <algorithm>
 #include <array>
-#include <climits>
-#include <mutex>
 #include <numeric>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "ir/primitive.h"
+#include "ops/blas.h"
 #include "ops/broadcasting.h"
 #include "ops/kernel_util.h"
 #include "pmap_engine/ops.h"
@@ -209,45 +207,6 @@ PackedOperand<typename Element::Compute> pack(const Buffer& operand,
   return packed;
 }
 
-// Once per process, before the first gemm.
-void use_single_threaded_blas() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
-
-int blas_int(size_t value) {
-  if (value > static_cast<size_t>(INT_MAX)) {
-    throw EngineError("dot_general: matrix dimension " + std::to_string(value) +
-                      " exceeds the BLAS interface's int range");
-  }
-  return static_cast<int>(value);
-}
-
-// c[M, N] = a[M, K] @ b[K, N], all row-major.
-void matrix_multiply(const float* a, const float* b, float* c, size_t m, size_t n, size_t k) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(m), blas_int(n), blas_int(k),
-              1.0f, a, blas_int(k), b, blas_int(n), 0.0f, c, blas_int(n));
-}
-
-void matrix_multiply(const double* a, const double* b, double* c, size_t m, size_t n, size_t k) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(m), blas_int(n), blas_int(k), 1.0,
-              a, blas_int(k), b, blas_int(n), 0.0, c, blas_int(n));
-}
-
-// Integer products and sums wrap modulo 2^32 (unsigned arithmetic: no signed-overflow UB).
-template <typename Integer>
-void matrix_multiply(const Integer* a, const Integer* b, Integer* c, size_t m, size_t n, size_t k) {
-  for (size_t row = 0; row < m; ++row) {
-    for (size_t col = 0; col < n; ++col) {
-      uint32_t total = 0;
-      for (size_t i = 0; i < k; ++i) {
-        total += static_cast<uint32_t>(a[row * k + i]) * static_cast<uint32_t>(b[i * n + col]);
-      }
-      c[row * n + col] = static_cast<Integer>(total);
-    }
-  }
-}
-
 // Whether `first` then `second` lists the dimensions 0..n-1 in order: the operand is then
 // already a row-major [product(first), product(second)] matrix in memory.
 bool is_row_major_split(const std::vector<int64_t>& first, const std::vector<int64_t>& second,
@@ -289,16 +248,16 @@ bool try_direct_gemm(const Buffer& lhs, const Buffer& rhs, const DimensionNumber
   } else {
     return false;
   }
-  const int lda = blas_int(lhs_trans == CblasNoTrans ? k : m);
-  const int ldb = blas_int(rhs_trans == CblasNoTrans ? n : k);
+  auto to_int = [](size_t value) { return blas_int("dot_general", value); };
+  const int lda = to_int(lhs_trans == CblasNoTrans ? k : m);
+  const int ldb = to_int(rhs_trans == CblasNoTrans ? n : k);
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, lhs_trans, rhs_trans, blas_int(m), blas_int(n), blas_int(k), 1.0f,
-                lhs.data<float>(), lda, rhs.data<float>(), ldb, 0.0f, out.data<float>(),
-                blas_int(n));
+    cblas_sgemm(CblasRowMajor, lhs_trans, rhs_trans, to_int(m), to_int(n), to_int(k), 1.0f,
+                lhs.data<float>(), lda, rhs.data<float>(), ldb, 0.0f, out.data<float>(), to_int(n));
   } else {
-    cblas_dgemm(CblasRowMajor, lhs_trans, rhs_trans, blas_int(m), blas_int(n), blas_int(k), 1.0,
+    cblas_dgemm(CblasRowMajor, lhs_trans, rhs_trans, to_int(m), to_int(n), to_int(k), 1.0,
                 lhs.data<double>(), lda, rhs.data<double>(), ldb, 0.0, out.data<double>(),
-                blas_int(n));
+                to_int(n));
   }
   return true;
 }
@@ -328,7 +287,8 @@ Buffer dot_general_kernel(const Buffer& lhs, const Buffer& rhs, const DimensionN
     if (m == 0 || n == 0 || k == 0) return;  // an empty sum: the zero-filled output
     std::vector<Compute> c(a.num_batches * m * n);
     for (size_t batch = 0; batch < a.num_batches; ++batch) {
-      matrix_multiply(a.matrix(batch), b.matrix(batch), c.data() + batch * m * n, m, n, k);
+      matrix_multiply("dot_general", a.matrix(batch), b.matrix(batch), c.data() + batch * m * n, m,
+                      n, k);
     }
     auto* output = out.data<typename Element::Storage>();
     for (size_t i = 0; i < c.size(); ++i) output[i] = Element::store(c[i]);

@@ -1,0 +1,261 @@
+// The engine's conv_general_dilated against LibTorch on the convolutions of small Fashion-MNIST
+// CNNs (batch 32, 28x28x1 input), one thread each (OpenBLAS single-threaded as the engine sets
+// it, torch::set_num_threads(1)):
+//   Forward   the engine's conv op (im2col + sgemm) vs at::conv2d
+//   Backward  the engine's conv VJP rule, run eagerly: both cotangent convs (input and kernel)
+//             with their rev/transposes, vs at::convolution_backward for input and weight
+// Torch runs first for each shape and pass; the engine benchmark that follows reports counter
+// engine_over_torch = engine time / torch time (below 1: the engine is faster). Before timing,
+// each engine benchmark checks its results against LibTorch's (max_rel_diff), so that both
+// time the same work.
+//
+// Padding is symmetric (lo = hi), as at::conv2d takes it: 1 for the 3x3 kernels (what "SAME"
+// gives at stride 1; at stride 2 on 28x28, "SAME" would be (0, 1) and PyTorch models use
+// (1, 1): same output shape and work), 0 for the 1x1 projection and the 4x4 patch embedding.
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "blas_info.h"
+#include "ir/primitive.h"
+#include "pmap_engine/ops.h"
+#include "summary_main.h"
+
+namespace parity::bench {
+namespace {
+
+namespace pe = pmap_engine;
+
+struct ConvShape {
+  std::string name;
+  int64_t size;  // H = W
+  int64_t in_features;
+  int64_t out_features;
+  int64_t kernel;
+  int64_t stride;
+  int64_t padding;  // per side
+};
+
+constexpr int64_t kBatch = 32;
+
+const std::vector<ConvShape>& shapes() {
+  static const std::vector<ConvShape> all = {
+      {"stem_3x3_1to16_s1_28", 28, 1, 16, 3, 1, 1},   {"3x3_16to16_s1_28", 28, 16, 16, 3, 1, 1},
+      {"3x3_16to32_s2_28", 28, 16, 32, 3, 2, 1},      {"3x3_32to32_s1_14", 14, 32, 32, 3, 1, 1},
+      {"proj_1x1_16to32_s2_28", 28, 16, 32, 1, 2, 0}, {"patch_4x4_1to64_s4_28", 28, 1, 64, 4, 4, 0},
+  };
+  return all;
+}
+
+// One shape's operands, in both layouts: the engine's NHWC/HWIO and LibTorch's NCHW/OIHW.
+struct Operands {
+  pe::Array x, w, g;         // [B, H, W, C], [K, K, C, O], [B, H', W', O]
+  torch::Tensor tx, tw, tg;  // [B, C, H, W], [O, C, K, K], [B, O, H', W']
+};
+
+std::vector<float> normal_values(size_t count, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> values(count);
+  for (float& v : values) v = normal(rng);
+  return values;
+}
+
+Operands make_operands(const ConvShape& s) {
+  const int64_t out = (s.size + 2 * s.padding - s.kernel) / s.stride + 1;
+  const pe::Shape x_shape = {kBatch, s.size, s.size, s.in_features};
+  const pe::Shape w_shape = {s.kernel, s.kernel, s.in_features, s.out_features};
+  const pe::Shape g_shape = {kBatch, out, out, s.out_features};
+  Operands o{pe::Array::from_floats(x_shape, normal_values(pe::shape_num_elements(x_shape), 1)),
+             pe::Array::from_floats(w_shape, normal_values(pe::shape_num_elements(w_shape), 2)),
+             pe::Array::from_floats(g_shape, normal_values(pe::shape_num_elements(g_shape), 3)),
+             {},
+             {},
+             {}};
+  auto tensor = [](const pe::Array& a, std::vector<int64_t> permutation) {
+    const std::vector<float> values = a.to_floats();
+    // clone() first: contiguous() returns a view when the permutation only moves a size-1
+    // dimension, and `values` dies here.
+    return torch::from_blob(const_cast<float*>(values.data()), a.shape(), torch::kFloat32)
+        .clone()
+        .permute(permutation)
+        .contiguous();
+  };
+  o.tx = tensor(o.x, {0, 3, 1, 2});
+  o.tw = tensor(o.w, {3, 2, 0, 1});
+  o.tg = tensor(o.g, {0, 3, 1, 2});
+  return o;
+}
+
+pe::ir::Params conv_params(const ConvShape& s) {
+  return {{"window_strides", std::vector<int64_t>{s.stride, s.stride}},
+          {"padding", std::vector<int64_t>(4, s.padding)},
+          {"lhs_dilation", std::vector<int64_t>{1, 1}},
+          {"rhs_dilation", std::vector<int64_t>{1, 1}}};
+}
+
+pe::Array engine_forward(const Operands& o, const ConvShape& s) {
+  return pe::conv_general_dilated(o.x, o.w, {s.stride, s.stride},
+                                  {{s.padding, s.padding}, {s.padding, s.padding}});
+}
+
+// The conv primitive's VJP rule on concrete arrays: it runs eagerly, op by op.
+std::vector<pe::Array> engine_backward(const Operands& o, const ConvShape& s,
+                                       const pe::Array& forward) {
+  static const pe::ir::Primitive& conv = pe::ir::find_primitive("conv_general_dilated");
+  const std::vector<pe::Array> inputs = {o.x, o.w};
+  const std::vector<pe::Array> outputs = {forward};
+  const pe::ir::Params params = conv_params(s);
+  const std::vector<pe::Array> cotangents = {o.g};
+  return conv.vjp({inputs, outputs, params, cotangents});
+}
+
+torch::Tensor torch_forward(const Operands& o, const ConvShape& s) {
+  return at::conv2d(o.tx, o.tw, {}, {s.stride, s.stride}, {s.padding, s.padding});
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> torch_backward(const Operands& o,
+                                                              const ConvShape& s) {
+  return at::convolution_backward(o.tg, o.tx, o.tw, c10::nullopt, {s.stride, s.stride},
+                                  {s.padding, s.padding}, {1, 1}, false, {0, 0}, 1,
+                                  {true, true, false});
+}
+
+// The largest |engine - torch| / (1 + max |torch|), torch's tensor brought to the engine's
+// layout. Relative to the largest element: a kernel gradient element sums B * H' * W' products
+// (25088 here), whose f32 rounding depends on the summation order, and may cancel to near 0.
+double max_rel_diff(const pe::Array& engine, const torch::Tensor& torch_nchw_like,
+                    std::vector<int64_t> to_engine_layout) {
+  const torch::Tensor expected = torch_nchw_like.permute(to_engine_layout).contiguous();
+  const std::vector<float> got = engine.to_floats();
+  const float* want = expected.data_ptr<float>();
+  double scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) scale = std::max(scale, std::abs(double{want[i]}));
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i]));
+  }
+  return worst / (1.0 + scale);
+}
+
+// Seconds per iteration of each LibTorch run, by "<pass>/<shape>", for the engine's ratio.
+std::map<std::string, double>& torch_seconds() {
+  static std::map<std::string, double> seconds;
+  return seconds;
+}
+
+// Runs `body` for every iteration of `state`; returns the wall time per iteration.
+template <typename Body>
+double timed_loop(benchmark::State& state, Body&& body) {
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) body();
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  return elapsed.count() /
+         static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+}
+
+void report_ratio(benchmark::State& state, const std::string& key, double engine_seconds) {
+  auto torch = torch_seconds().find(key);
+  if (torch != torch_seconds().end()) {
+    state.counters["engine_over_torch"] = engine_seconds / torch->second;
+  }
+}
+
+constexpr double kAgreement = 1e-5;  // f32 sums of up to 25088 products in other orders
+
+void BM_TorchForward(benchmark::State& state, const ConvShape& s) {
+  const Operands o = make_operands(s);
+  torch_seconds()["Forward/" + s.name] =
+      timed_loop(state, [&] { benchmark::DoNotOptimize(torch_forward(o, s).data_ptr<float>()); });
+}
+
+void BM_EngineForward(benchmark::State& state, const ConvShape& s) {
+  const Operands o = make_operands(s);
+  const double diff = max_rel_diff(engine_forward(o, s), torch_forward(o, s), {0, 2, 3, 1});
+  state.counters["max_rel_diff"] = diff;
+  if (diff > kAgreement) {
+    state.SkipWithError("engine and LibTorch forward convolutions disagree");
+    return;
+  }
+  const double seconds = timed_loop(state, [&] {
+    pe::Array out = engine_forward(o, s);
+    benchmark::DoNotOptimize(out);
+  });
+  report_ratio(state, "Forward/" + s.name, seconds);
+}
+
+void BM_TorchBackward(benchmark::State& state, const ConvShape& s) {
+  const Operands o = make_operands(s);
+  torch_seconds()["Backward/" + s.name] = timed_loop(state, [&] {
+    auto grads = torch_backward(o, s);
+    benchmark::DoNotOptimize(std::get<0>(grads).data_ptr<float>());
+  });
+}
+
+void BM_EngineBackward(benchmark::State& state, const ConvShape& s) {
+  const Operands o = make_operands(s);
+  const pe::Array forward = engine_forward(o, s);
+  const std::vector<pe::Array> grads = engine_backward(o, s, forward);
+  const auto expected = torch_backward(o, s);
+  const double diff = std::max(max_rel_diff(grads[0], std::get<0>(expected), {0, 2, 3, 1}),
+                               max_rel_diff(grads[1], std::get<1>(expected), {2, 3, 1, 0}));
+  state.counters["max_rel_diff"] = diff;
+  if (diff > kAgreement) {
+    state.SkipWithError("engine and LibTorch convolution gradients disagree");
+    return;
+  }
+  const double seconds = timed_loop(state, [&] {
+    std::vector<pe::Array> result = engine_backward(o, s, forward);
+    benchmark::DoNotOptimize(result);
+  });
+  report_ratio(state, "Backward/" + s.name, seconds);
+}
+
+// Torch before the engine for each shape and pass, so the engine's ratio finds its time.
+void register_benchmarks() {
+  use_single_threaded_blas();
+  torch::set_num_threads(1);
+  add_blas_context();
+  for (const ConvShape& s : shapes()) {
+    for (auto [name, fn] : {std::pair{"BM_TorchForward/", BM_TorchForward},
+                            std::pair{"BM_EngineForward/", BM_EngineForward},
+                            std::pair{"BM_TorchBackward/", BM_TorchBackward},
+                            std::pair{"BM_EngineBackward/", BM_EngineBackward}}) {
+      benchmark::RegisterBenchmark((name + s.name).c_str(), fn, s)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
+// Google Benchmark's table; the suite fails when a benchmark failed its agreement check.
+class FailureReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& run : runs) failed_ = failed_ || run.error_occurred;
+    ConsoleReporter::ReportRuns(runs);
+  }
+  int finish() const {
+    std::cout << blas_summary_line() << "\n";
+    return failed_ ? 1 : 0;
+  }
+
+ private:
+  bool failed_ = false;
+};
+
+}  // namespace
+}  // namespace parity::bench
+
+int main(int argc, char** argv) {
+  return parity::bench::run_with_summary<parity::bench::FailureReporter>(
+      argc, argv, parity::bench::register_benchmarks);
+}
