@@ -45,9 +45,7 @@ struct ConvParams {
   std::vector<int64_t> rhs_dilation;
 
   static ConvParams from(const ir::Params& params) {
-    const std::vector<int64_t>& flat = params.ints("padding");
-    std::vector<PadPair> padding;
-    for (size_t i = 0; i + 1 < flat.size(); i += 2) padding.emplace_back(flat[i], flat[i + 1]);
+    const std::vector<PadPair> padding = pad_pairs_from_flat(params.ints("padding"));
     return {params.ints("window_strides"), padding, params.ints("lhs_dilation"),
             params.ints("rhs_dilation")};
   }

@@ -55,6 +55,12 @@ DilatedSizes dilated_sizes(size_t d, const std::vector<int64_t>& in_shape,
 
 }  // namespace
 
+std::vector<PadPair> pad_pairs_from_flat(const std::vector<int64_t>& flat) {
+  std::vector<PadPair> pairs;
+  for (size_t i = 0; i + 1 < flat.size(); i += 2) pairs.emplace_back(flat[i], flat[i + 1]);
+  return pairs;
+}
+
 std::vector<PadPair> conv_general_vjp_lhs_padding(const std::vector<int64_t>& in_shape,
                                                   const std::vector<int64_t>& window_dimensions,
                                                   const std::vector<int64_t>& window_strides,

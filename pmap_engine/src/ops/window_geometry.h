@@ -40,6 +40,9 @@ struct WindowDim {
   std::vector<int64_t> taps() const;
 };
 
+// Padding as a primitive's params store it, flat (lo0, hi0, lo1, hi1, ...), back in pairs.
+std::vector<PadPair> pad_pairs_from_flat(const std::vector<int64_t>& flat);
+
 // `padding` as explicit pairs, one per entry of in_shape: a name goes through padtype_to_pads;
 // pairs are checked to be as many as the dimensions (raising naming `op`).
 std::vector<PadPair> resolve_padding(const char* op, const Padding& padding,

@@ -31,9 +31,7 @@ struct WindowParams {
   std::vector<int64_t> base_dilation;
 
   static WindowParams from(const ir::Params& params) {
-    const std::vector<int64_t>& flat = params.ints("padding");
-    std::vector<PadPair> padding;
-    for (size_t i = 0; i + 1 < flat.size(); i += 2) padding.emplace_back(flat[i], flat[i + 1]);
+    const std::vector<PadPair> padding = pad_pairs_from_flat(params.ints("padding"));
     const std::vector<int64_t>& window = params.ints("window_dimensions");
     return {window, params.ints("window_strides"), padding,
             params.has("base_dilation") ? params.ints("base_dilation")
