@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -53,36 +54,65 @@ std::vector<std::string> run_child_processes(const std::filesystem::path& execut
 
   std::vector<std::string> failures;
   std::optional<Clock::time_point> deadline;
+  // When each running child was first seen stopped (SIGSTOP, a debugger), while it stays so.
+  std::map<pid_t, Clock::time_point> stopped_since;
+  auto is_stopped = [](pid_t child) {
+    return lost_process_state({host_name(), child}) == std::optional<std::string>("stopped");
+  };
   while (!running.empty()) {
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
       const size_t index = running[pid];
       running.erase(pid);
+      stopped_since.erase(pid);
       if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         failures.push_back(fmt::format("{} {}", children[index].label, describe_exit(status)));
         if (!deadline) deadline = Clock::now() + grace;
       }
       continue;
     }
-    if (deadline && Clock::now() > *deadline) {
+    const auto now = Clock::now();
+    if (deadline && now > *deadline) {
       for (const auto& [child, index] : running) {
-        const bool stopped = lost_process_state({host_name(), child}) == "stopped";
+        const bool stopped = is_stopped(child);
         kill(child, SIGKILL);
-        failures.push_back(fmt::format("{} was killed: {} {} s after the first failure",
-                                       children[index].label,
-                                       stopped ? "stopped (SIGSTOP or a debugger)" : "still running",
-                                       grace.count()));
+        failures.push_back(fmt::format(
+            "{} was killed: {} {} s after the first failure", children[index].label,
+            stopped ? "stopped (SIGSTOP or a debugger)" : "still running", grace.count()));
       }
       for (const auto& entry : running) waitpid(entry.first, &status, 0);
       break;
     }
+    // A child stopped for `grace` is a failure even when no other has failed yet: the others
+    // wait for it in a collective, and should one of them hang there instead of timing out, the
+    // run would never end. Killing it closes its sockets, so their waits fail at once.
+    for (auto it = running.begin(); it != running.end();) {
+      const auto [child, index] = *it;
+      if (!is_stopped(child)) {
+        stopped_since.erase(child);
+        ++it;
+        continue;
+      }
+      const auto since = stopped_since.emplace(child, now).first->second;
+      if (now - since < grace) {
+        ++it;
+        continue;
+      }
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      failures.push_back(fmt::format("{} was killed: stopped (SIGSTOP or a debugger) for {} s",
+                                     children[index].label, grace.count()));
+      if (!deadline) deadline = now + grace;
+      stopped_since.erase(child);
+      it = running.erase(it);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (!failures.empty()) {
-    mark_run_dir_incomplete(
-        run_dir, fmt::format("a worker process ended before it could record why: {}",
-                             fmt::join(failures, "; ")));
+    mark_run_dir_incomplete(run_dir,
+                            fmt::format("a worker process ended before it could record why: {}",
+                                        fmt::join(failures, "; ")));
   }
   return failures;
 }

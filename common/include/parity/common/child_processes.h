@@ -18,8 +18,10 @@ struct ChildProcess {
 
 // Runs `executable arguments...` once per child and waits for all; the children write one run
 // directory, `run_dir`. When one fails, the others get `grace` to finish (a collective timeout
-// and time to write their report) before they are killed. Returns one line per child that did
-// not exit 0, in the order they ended (the first is the likely cause); empty when all did.
+// and time to write their report) before they are killed. A child stopped (SIGSTOP, a
+// debugger) for `grace` is killed as a failure too, so a run ends even when its peers would
+// wait for it for ever. Returns one line per child that did not exit 0, in the order they
+// ended (the first is the likely cause); empty when all did.
 // Throws RunError when a child cannot be started.
 //
 // The launcher holds run_dir's DirectoryLock for the whole run (its children work under it),
