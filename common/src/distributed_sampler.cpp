@@ -178,4 +178,15 @@ StepBatches DistributedBatchPlan::step(int64_t step_index) const {
   return batches;
 }
 
+DistributedSamplerOptions case_sampler_options(const CaseSpec& spec, int64_t dataset_size,
+                                               int64_t num_replicas) {
+  DistributedSamplerOptions options;
+  options.dataset_size = dataset_size;
+  options.num_replicas = num_replicas;
+  options.shuffle = spec.data.shuffle;
+  options.seed = spec.data.seed;
+  options.drop_last = spec.data.drop_last;
+  return options;
+}
+
 }  // namespace parity

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "parity/common/case_spec.h"
+
 namespace parity {
 
 struct DistributedSamplerOptions {
@@ -14,6 +16,10 @@ struct DistributedSamplerOptions {
   uint64_t seed = 0;
   bool drop_last = false;
 };
+
+// The case's data section (shuffle, seed, drop_last) over `num_replicas` replicas.
+DistributedSamplerOptions case_sampler_options(const CaseSpec& spec, int64_t dataset_size,
+                                               int64_t num_replicas);
 
 class DistributedSampler {
  public:

@@ -1,0 +1,88 @@
+#include "parity/common/step_recorder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "parity/common/digest.h"
+#include "parity/common/error.h"
+#include "parity/common/step_timing.h"
+
+namespace parity {
+namespace {
+
+// "NaN", "inf", "-inf" or the value, as a person reads it (printf's "-nan" says nothing).
+std::string describe_value(double value) {
+  if (std::isnan(value)) return "NaN";
+  return fmt::format("{}", value);
+}
+
+}  // namespace
+
+StepRecorder::StepRecorder(const CaseSpec& spec, RunDirWriter* writer, std::string replica_unit)
+    : spec_(spec), writer_(writer), replica_unit_(std::move(replica_unit)) {}
+
+bool StepRecorder::records_tensors(int64_t step) const {
+  const auto& steps = spec_.train.record_steps;
+  return std::find(steps.begin(), steps.end(), step) != steps.end();
+}
+
+void StepRecorder::check_losses_finite(const StepRecord& record) const {
+  std::vector<std::string> bad;
+  for (size_t r = 0; r < record.replica_losses.size(); ++r) {
+    if (!std::isfinite(record.replica_losses[r])) {
+      bad.push_back(
+          fmt::format("{} {} ({})", replica_unit_, r, describe_value(record.replica_losses[r])));
+    }
+  }
+  if (bad.empty()) return;
+  const std::string why = fmt::format(
+      "step {}: the loss is not finite on {}; the run stops here. Check the learning rate, "
+      "the input data of that {}, and the loss's dtype (pitfall P10)",
+      record.step, fmt::join(bad, ", "), replica_unit_);
+  if (writer_ != nullptr) writer_->mark_incomplete(why);
+  throw RunError(why);
+}
+
+void StepRecorder::record_step(const StepRecord& record) const {
+  if (writer_ == nullptr) return;
+  StepMetrics metrics;
+  metrics.step = record.step;
+  metrics.loss = record.loss;
+  metrics.replica_losses = record.replica_losses;
+  metrics.grad_norm = record.grad_norm;
+  metrics.param_norm = record.param_norm;
+  metrics.lr = spec_.train.lr;
+  metrics.step_seconds = record.step_seconds;
+  metrics.samples_digest = digest_sample_ids(record.global_sample_ids);
+  metrics.samples_set_digest = digest_sample_set(record.global_sample_ids);
+  metrics.duplicate_samples = count_duplicates(record.global_sample_ids);
+  writer_->append_step(metrics);
+}
+
+void StepRecorder::record_tensors(int64_t step, const NamedTensors& grads,
+                                  const NamedTensors& params,
+                                  const std::vector<uint64_t>& replica_param_digests) const {
+  if (writer_ == nullptr) return;
+  NamedTensors tensors;
+  for (const auto& [name, tensor] : grads) tensors.emplace("grads/" + name, tensor);
+  for (const auto& [name, tensor] : params) tensors.emplace("params/" + name, tensor);
+  HostTensor digests =
+      HostTensor::zeros(DType::I64, {static_cast<int64_t>(replica_param_digests.size())});
+  std::memcpy(digests.bytes.data(), replica_param_digests.data(), digests.num_bytes());
+  tensors.emplace("replicas/param_digests", std::move(digests));
+  writer_->write_tensors(step, tensors);
+}
+
+void StepRecorder::finish(const RunTotals& totals) const {
+  if (writer_ == nullptr) return;
+  RunInfo& info = writer_->info();
+  info.timings = summarize_step_times(totals.setup_seconds, totals.step_seconds);
+  info.memory = totals.memory;
+  for (const auto& [name, value] : totals.results) info.results[name] = value;
+  writer_->finish();
+}
+
+}  // namespace parity
