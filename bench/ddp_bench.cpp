@@ -22,8 +22,9 @@
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
 #include "parity/common/init_params.h"
+#include "mlp_program.h"
+#include "parity/engine_trainer/engine_trainer.h"
 #include "pmap_engine/ops.h"
-#include "pmap_trainer.h"
 #include "process_group.h"
 #include "rank_pool.h"
 #include "summary_main.h"
@@ -164,15 +165,15 @@ void BM_EnginePmapStep(benchmark::State& state) {
   CaseSpec spec = load_case("mlp2-fmnist", {"parallel.replicas=" + std::to_string(num_devices)});
   // Replicas are checked bit for bit after every call (the correctness check before timing,
   // and on every timed step too: its cost is part of the engine's number).
-  cases::PmapStepOptions checked;
+  engine_trainer::EngineStepOptions checked;
   checked.check_replicas = true;
   pe::Pmapped step =
-      cases::make_pmap_train_step(spec, pe::DeviceSet(static_cast<int>(num_devices)), checked);
+      engine_trainer::make_pmap_train_step(spec, pe::DeviceSet(static_cast<int>(num_devices)), checked);
   const NamedTensors init = init_mlp_params(spec.model.widths, 0, 0.01);
   pe::Tree single = cases::params_from_tensors(init);
-  pe::Tree params = cases::replicate(single, num_devices);
+  pe::Tree params = engine_trainer::replicate(single, num_devices);
   pe::Tree opt_state =
-      cases::replicate(cases::make_optimizer(spec.train).init(single), num_devices);
+      engine_trainer::replicate(cases::make_optimizer(spec.train).init(single), num_devices);
   const size_t num_values = static_cast<size_t>(num_devices * per_device_batch * 784);
   std::vector<float> x(train.features.begin(), train.features.begin() + num_values);
   std::vector<int32_t> y(train.labels.begin(),

@@ -11,8 +11,8 @@
 #include "parity/common/run_dir.h"
 #include "parity/reports/reports.h"
 #include "parity/ddp_ref/ddp_ref.h"
-#include "pmap_processes.h"
-#include "pmap_trainer.h"
+#include "parity/engine_trainer/engine_trainer.h"
+#include "producer_processes.h"
 #include "run_output.h"
 #include "scenario_programs.h"
 
@@ -27,20 +27,6 @@ void train(const std::string& producer, const std::function<void()>& run) {
   } catch (const RunError& error) {
     std::cerr << fmt::format("parity: {} failed: {}\n", producer, error.what());
   }
-}
-
-// The engine run of a case whose devices span parallel.processes processes: copies of this
-// executable, each joining the others (pmap_processes.h), given the case as this job sees it
-// (overrides applied) in DIR/NAME.toml.
-void train_engine_processes(const CaseSpec& spec, const cases::PmapRunOptions& engine,
-                            const std::filesystem::path& dir) {
-  const std::filesystem::path case_file = dir / (spec.name + ".toml");
-  std::ofstream(case_file) << spec.to_toml();
-  cases::launch_pmap_processes(
-      spec.parallel.processes, "/proc/self/exe",
-      {"pmap", case_file.string(), "--init", engine.init_file.string(), "--out",
-       engine.out_dir.string(), "--program", engine.step.program, "--quiet", "--overwrite"},
-      60, engine.out_dir);
 }
 
 }  // namespace
@@ -61,7 +47,7 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
   const int64_t trainings = oracle ? 3 : 2;
   Progress progress(progress_label, trainings * steps + 1);
 
-  cases::PmapRunOptions engine;
+  engine_trainer::EngineOptions engine;
   engine.init_file = init;
   engine.out_dir = dir / "pmap";
   engine.overwrite = true;  // the job owns DIR: a rerun replaces its previous results
@@ -70,12 +56,14 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
 
   std::filesystem::path reference_dir;
   if (spec.scenario.reference == "engine") {
-    cases::PmapRunOptions reference = engine;
+    engine_trainer::EngineOptions reference = engine;
     reference.out_dir = reference_dir = dir / "reference";
     reference.step.program = "pmean";
     reference.on_step = [&](int64_t done) { progress.update(done); };
     progress.phase(fmt::format("pmap_engine (pmean), {} devices", spec.parallel.replicas));
-    train("pmap_engine (pmean)", [&] { cases::run_pmap(spec, reference); });
+    // The reference and the oracle train in one process: a multi-process run computes the same
+    // global pmap over the same batches, and only the engine leg under test needs the processes.
+    train("pmap_engine (pmean)", [&] { train_engine(spec, reference, 1); });
   } else {
     ddp_ref::DdpOptions ddp;
     ddp.init_file = init;
@@ -84,19 +72,16 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
     ddp.quiet = true;
     ddp.on_step = [&](int64_t done) { progress.update(done); };
     progress.phase(fmt::format("ddp_ref, {} ranks", spec.parallel.replicas));
-    train("ddp_ref", [&] { ddp_ref::run_threads(spec, ddp); });
+    train("ddp_ref", [&] { ddp_ref::train(spec, ddp); });
   }
 
   engine.on_step = [&](int64_t done) { progress.update(steps + done); };
   progress.update(steps);
-  if (spec.parallel.processes > 1) {
-    progress.phase(fmt::format("pmap_engine, {} devices in {} processes", spec.parallel.replicas,
-                               spec.parallel.processes));
-    train("pmap_engine", [&] { train_engine_processes(spec, engine, dir); });
-  } else {
-    progress.phase(fmt::format("pmap_engine, {} devices", spec.parallel.replicas));
-    train("pmap_engine", [&] { cases::run_pmap(spec, engine); });
-  }
+  progress.phase(spec.parallel.processes > 1
+                     ? fmt::format("pmap_engine, {} devices in {} processes",
+                                   spec.parallel.replicas, spec.parallel.processes)
+                     : fmt::format("pmap_engine, {} devices", spec.parallel.replicas));
+  train("pmap_engine", [&] { train_engine(spec, engine, spec.parallel.processes); });
 
   // The case's own tensor band, unless the command line gave one.
   if (!options.tensor_rtol && spec.compare.tensor_rtol > 0) {
@@ -110,14 +95,14 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
   if (oracle) {
     // The oracle is the reference's computation in f64: the faithful program, whatever the
     // engine run under test does.
-    cases::PmapRunOptions reference = engine;
+    engine_trainer::EngineOptions reference = engine;
     reference.out_dir = dir / "oracle";
     reference.step.program = "pmean";
     reference.step.float64 = true;
     reference.on_step = [&](int64_t done) { progress.update(2 * steps + done); };
     progress.update(2 * steps);
     progress.phase(fmt::format("float64 oracle, {} devices", spec.parallel.replicas));
-    train("the float64 oracle", [&] { cases::run_pmap(spec, reference); });
+    train("the float64 oracle", [&] { train_engine(spec, reference, 1); });
     oracle_run = read_run_dir(reference.out_dir);
     options.oracle = &*oracle_run;
   }

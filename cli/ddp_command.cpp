@@ -12,6 +12,7 @@
 #include "parity/common/tensor_file.h"
 #include "parity/ddp_ref/ddp_ref.h"
 #include "numeric_options.h"
+#include "producer_processes.h"
 #include "run_output.h"
 
 namespace parity::cli {
@@ -22,25 +23,6 @@ struct DdpArguments : RunArguments {
   double timeout_seconds = 60;
   std::string inject_fault;
 };
-
-std::vector<std::string> child_arguments(const DdpArguments& arguments,
-                                         const std::filesystem::path& init,
-                                         const std::filesystem::path& out) {
-  std::vector<std::string> args = {
-      "ddp",    arguments.case_name, "--init",    init.string(),
-      "--out",  out.string(),        "--timeout", fmt::format("{}", arguments.timeout_seconds),
-      "--quiet"};
-  for (const auto& override_text : arguments.overrides) {
-    args.push_back("--set");
-    args.push_back(override_text);
-  }
-  if (arguments.overwrite) args.push_back("--overwrite");
-  if (!arguments.inject_fault.empty()) {
-    args.push_back("--inject-fault");
-    args.push_back(arguments.inject_fault);
-  }
-  return args;
-}
 
 void run_ddp(const DdpArguments& arguments) {
   CaseSpec spec = load_case(arguments.case_name, arguments.overrides);
@@ -53,7 +35,7 @@ void run_ddp(const DdpArguments& arguments) {
   }
 
   // A process started by torchrun (or by `--nproc` below) joins as its rank(s).
-  if (auto placement = ddp_ref::placement_from_environment()) {
+  if (const auto place = ddp_place_from_environment(spec)) {
     if (arguments.out.empty() || arguments.init.empty()) {
       throw InputError(
           "a process joining a multi-process run (RANK is set) needs --init FILE and --out DIR, "
@@ -61,7 +43,7 @@ void run_ddp(const DdpArguments& arguments) {
     }
     options.init_file = arguments.init;
     options.out_dir = arguments.out;
-    ddp_ref::run_process(spec, options, *placement);
+    ddp_ref::train(spec, options, place);
     return;
   }
 
@@ -70,12 +52,11 @@ void run_ddp(const DdpArguments& arguments) {
   options.init_file = ensure_init_file(spec, arguments.init, options.out_dir);
   const int64_t processes = arguments.nproc > 0 ? arguments.nproc : spec.parallel.processes;
   if (processes > 1) {
-    ddp_ref::launch_processes(spec, options, processes, "/proc/self/exe",
-                              child_arguments(arguments, options.init_file, options.out_dir));
+    launch_ddp_processes(spec, options, processes);
     print_summary("parity ddp", options.out_dir, fmt::format("{} processes", processes));
     return;
   }
-  ddp_ref::run_threads(spec, options);
+  ddp_ref::train(spec, options);
   print_summary("parity ddp", options.out_dir, "threads");
 }
 

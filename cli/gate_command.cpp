@@ -15,7 +15,8 @@
 #include "parity/common/run_dir.h"
 #include "parity/compare/gate.h"
 #include "parity/ddp_ref/ddp_ref.h"
-#include "pmap_trainer.h"
+#include "parity/engine_trainer/engine_trainer.h"
+#include "producer_processes.h"
 #include "run_output.h"
 
 namespace parity::cli {
@@ -52,7 +53,16 @@ CaseSpec baseline_case(const RunDir& baseline, const fs::path& work) {
   return spec;
 }
 
-// Reruns the baseline's case `count` times with the producer that made it.
+// A rerun writes WORK/rerun-N quietly, replacing what an earlier gate left there.
+void set_rerun_options(ProducerOptions& options, const fs::path& init, const fs::path& out) {
+  options.init_file = init;
+  options.out_dir = out;
+  options.overwrite = true;
+  options.quiet = true;
+}
+
+// Reruns the baseline's case `count` times with the producer that made it (in as many
+// processes as the case says).
 std::vector<RunDir> rerun_baseline(const RunDir& baseline, int64_t count, const fs::path& work) {
   const std::string& producer = baseline.info.producer;
   if (producer != "ddp_ref" && producer != "pmap_engine") {
@@ -62,12 +72,6 @@ std::vector<RunDir> rerun_baseline(const RunDir& baseline, int64_t count, const 
         baseline.dir.string(), producer, count));
   }
   const CaseSpec spec = baseline_case(baseline, work);
-  if (spec.parallel.processes > 1) {
-    throw InputError(fmt::format(
-        "{} ran in {} processes; rerun it with parity pmap --nproc and pass the runs with "
-        "--reruns",
-        baseline.dir.string(), spec.parallel.processes));
-  }
   const fs::path init = ensure_init_file(spec, "", work);
   std::vector<RunDir> reruns;
   for (int64_t i = 0; i < count; ++i) {
@@ -76,19 +80,13 @@ std::vector<RunDir> rerun_baseline(const RunDir& baseline, int64_t count, const 
                              producer, spec.name, out.string());
     if (producer == "ddp_ref") {
       ddp_ref::DdpOptions options;
-      options.init_file = init;
-      options.out_dir = out;
-      options.overwrite = true;
-      options.quiet = true;
-      ddp_ref::run_threads(spec, options);
+      set_rerun_options(options, init, out);
+      ddp_ref::train(spec, options);
     } else {
-      cases::PmapRunOptions options;
-      options.init_file = init;
-      options.out_dir = out;
-      options.overwrite = true;
-      options.quiet = true;
+      engine_trainer::EngineOptions options;
+      set_rerun_options(options, init, out);
       options.step.program = spec.scenario.engine_program;
-      cases::run_pmap(spec, options);
+      train_engine(spec, options, spec.parallel.processes);
     }
     reruns.push_back(read_run_dir(out));
   }

@@ -6,9 +6,9 @@
 #include "parity/common/case_spec.h"
 #include "parity/common/engine_programs.h"
 #include "parity/common/error.h"
-#include "pmap_processes.h"
-#include "pmap_trainer.h"
 #include "numeric_options.h"
+#include "parity/engine_trainer/engine_trainer.h"
+#include "producer_processes.h"
 #include "run_output.h"
 
 namespace parity::cli {
@@ -50,10 +50,9 @@ void register_pmap_command(CLI::App& app) {
       ->check(positive_number(kMaxTimeoutSeconds));
   command->callback([arguments] {
     CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
-    cases::PmapRunOptions options;
+    engine_trainer::EngineOptions options;
     options.out_dir = arguments->out.empty() ? default_out_dir(spec, "pmap")
                                              : std::filesystem::path(arguments->out);
-    options.init_file = ensure_init_file(spec, arguments->init, options.out_dir);
     options.overwrite = arguments->overwrite;
     options.timeout_seconds = arguments->timeout_seconds;
     options.quiet = arguments->quiet;
@@ -61,39 +60,23 @@ void register_pmap_command(CLI::App& app) {
     options.step.float64 = arguments->float64;
     options.step.program =
         arguments->program.empty() ? spec.scenario.engine_program : arguments->program;
+    options.init_file = ensure_init_file(spec, arguments->init, options.out_dir);
+    // A process started by a launcher (train_engine below) trains its share of the devices.
+    if (const auto place = engine_place_from_environment()) {
+      engine_trainer::train(spec, options, place);
+      // Process 0 writes the run directory; the others have nothing of their own to summarise.
+      if (place->index == 0) {
+        print_summary("parity pmap", options.out_dir,
+                      fmt::format("{} devices", spec.parallel.replicas));
+      }
+      return;
+    }
     const int64_t processes = arguments->nproc > 0 ? arguments->nproc : spec.parallel.processes;
-    if (processes > 1 && !cases::pmap_process_from_environment()) {
-      if (processes != spec.parallel.processes) {
-        throw InputError(
-            fmt::format("--nproc {}: the case says parallel.processes = {}; use "
-                        "--set parallel.processes={} to change it",
-                        processes, spec.parallel.processes, processes));
-      }
-      std::vector<std::string> child = {
-          "pmap",   arguments->case_name,     "--init",    options.init_file.string(),
-          "--out",  options.out_dir.string(), "--program", options.step.program,
-          "--quiet"};
-      for (const std::string& override_text : arguments->overrides) {
-        child.insert(child.end(), {"--set", override_text});
-      }
-      if (arguments->overwrite) child.push_back("--overwrite");
-      if (arguments->float64) child.push_back("--float64");
-      if (arguments->check_replicas) child.push_back("--check-replicas");
-      child.insert(child.end(), {"--timeout", fmt::format("{}", arguments->timeout_seconds)});
-      cases::launch_pmap_processes(processes, "/proc/self/exe", child, arguments->timeout_seconds,
-                                   options.out_dir);
-      print_summary("parity pmap", options.out_dir,
-                    fmt::format("{} devices in {} processes", spec.parallel.replicas, processes));
-      return;
-    }
-    cases::run_pmap(spec, options);
-    // Process 0 writes the run directory; the others have nothing of their own to summarise.
-    if (const auto process = cases::pmap_process_from_environment();
-        process && process->index != 0) {
-      return;
-    }
+    train_engine(spec, options, processes);
     print_summary("parity pmap", options.out_dir,
-                  fmt::format("{} devices", spec.parallel.replicas));
+                  processes > 1
+                      ? fmt::format("{} devices in {} processes", spec.parallel.replicas, processes)
+                      : fmt::format("{} devices", spec.parallel.replicas));
   });
 }
 

@@ -17,9 +17,7 @@
 
 #include "memory_meter.h"
 #include "model.h"
-#include "parity/common/child_processes.h"
 #include "parity/common/error.h"
-#include "parity/common/loopback_port.h"
 #include "parity/common/peer_processes.h"
 #include "parity/common/tensor_file.h"
 #include "parity/ddp_ref/ddp_ref.h"
@@ -65,28 +63,6 @@ void check_fault_fits(const CaseSpec& spec, const DdpOptions& options) {
     throw InputError(fmt::format(
         "--inject-fault names step {}, but case {} trains {} steps (0..{}); name one of them",
         fault.step, spec.name, spec.train.steps, spec.train.steps - 1));
-  }
-}
-
-void check_supported(const CaseSpec& spec, const DdpOptions& options) {
-  check_fault_fits(spec, options);
-  if (spec.train.eps_root != 0.0) {
-    throw InputError(fmt::format(
-        "case {}: train.eps_root = {} has no torch.optim equivalent (torch's Adam adds eps "
-        "outside the sqrt only); ddp_ref trains eps_root = 0: use --set train.eps_root=0",
-        spec.name, spec.train.eps_root));
-  }
-  // Not every LibTorch has every dtype's CPU kernels (1.13 has no f16 matmul): ask one small
-  // matmul before any rank starts, rather than fail every rank at its first forward pass.
-  const torch::ScalarType dtype = compute_dtype(spec.train.dtype);
-  try {
-    torch::mm(torch::ones({2, 2}, dtype), torch::ones({2, 2}, dtype));
-  } catch (const c10::Error& error) {
-    throw InputError(fmt::format(
-        "case {}: train.dtype = \"{}\": this LibTorch ({}) cannot multiply {} matrices on the "
-        "CPU ({}), so ddp_ref cannot train it here; use --set train.dtype=bf16 (or f32)",
-        spec.name, spec.train.dtype, TORCH_VERSION, spec.train.dtype,
-        error.what_without_backtrace()));
   }
 }
 
@@ -191,7 +167,7 @@ using StoreForRank = std::function<c10::intrusive_ptr<c10d::Store>(int64_t rank)
 
 // Runs ranks [first_rank, first_rank + count) as threads; returns rank 0's summary if hosted.
 // `store` is this process's own handle, read to diagnose failures.
-std::optional<DdpSummary> run_rank_threads(const CaseSpec& spec, const DdpOptions& options,
+std::optional<ProducerSummary> run_rank_threads(const CaseSpec& spec, const DdpOptions& options,
                                            const c10::intrusive_ptr<c10d::Store>& store,
                                            const StoreForRank& store_for_rank, int64_t first_rank,
                                            int64_t count, RunDirWriter* writer,
@@ -210,7 +186,7 @@ std::optional<DdpSummary> run_rank_threads(const CaseSpec& spec, const DdpOption
   std::mutex mutex;
   RankAddresses addresses;
   std::vector<RankFailure> failures;
-  std::optional<DdpSummary> summary;
+  std::optional<ProducerSummary> summary;
   std::vector<std::thread> threads;
   for (int64_t rank = first_rank; rank < first_rank + count; ++rank) {
     threads.emplace_back([&, rank] {
@@ -262,24 +238,67 @@ std::optional<DdpSummary> run_rank_threads(const CaseSpec& spec, const DdpOption
   return summary;
 }
 
-int64_t parse_env_int(const char* name, std::optional<int64_t> fallback) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') {
-    if (fallback) return *fallback;
-    throw InputError(fmt::format(
-        "environment: RANK is set but {} is not; a process joining a multi-process run needs "
-        "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (as torchrun sets them)",
-        name));
+ProducerSummary run_threads(const CaseSpec& spec, const DdpOptions& options,
+                            Clock::time_point run_start) {
+  if (options.fault && options.fault->kind == FaultInjection::Kind::kExit) {
+    throw InputError(
+        "--inject-fault ...:exit ends the whole process, so it needs process ranks: add "
+        "--nproc N");
   }
-  char* end = nullptr;
-  long long value = std::strtoll(text, &end, 10);
-  if (*end != '\0' || value < 0) {
-    throw InputError(fmt::format("environment: {}='{}' is not a non-negative integer", name, text));
-  }
-  return value;
+  NamedTensors init = load_and_check_init(spec, options);
+  RunDirWriter writer(options.out_dir, make_run_info(spec, 1), options.overwrite);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(timeout_of(options));
+  return *run_rank_threads(
+      spec, options, store, [&store](int64_t) { return store; }, 0, spec.parallel.replicas, &writer,
+      &init, run_start);
 }
 
-
+ProducerSummary run_process(const CaseSpec& spec, const DdpOptions& options,
+                            const ProcessPlace& place, Clock::time_point run_start) {
+  if (place.count < 1 || spec.parallel.replicas % place.count != 0) {
+    throw InputError(fmt::format(
+        "case {}: its {} replicas do not split evenly over {} processes; pick a divisor of {}",
+        spec.name, spec.parallel.replicas, place.count, spec.parallel.replicas));
+  }
+  const int64_t ranks_per_process = spec.parallel.replicas / place.count;
+  const int64_t first_rank = place.index * ranks_per_process;
+  const bool hosts_rank0 = first_rank == 0;
+  std::optional<NamedTensors> init;
+  std::optional<RunDirWriter> writer;
+  if (hosts_rank0) {
+    init = load_and_check_init(spec, options);
+    writer.emplace(options.out_dir,
+                   make_run_info(spec, place.count),
+                   options.overwrite);
+  }
+  // The process hosting rank 0 also hosts the store's server. Not waiting for every worker
+  // lets a missing rank surface in the process group's rendezvous, where the progress keys
+  // name it, instead of as an anonymous store timeout.
+  auto connect = [&](bool server) -> c10::intrusive_ptr<c10d::Store> {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<uint16_t>(place.coordinator_port);
+    store_options.isServer = server;
+    store_options.waitWorkers = false;
+    store_options.timeout = timeout_of(options);
+    return c10::make_intrusive<c10d::TCPStore>(place.coordinator_host, store_options);
+  };
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = connect(hosts_rank0);
+  } catch (const std::exception& error) {
+    std::string message =
+        fmt::format("rank {}: could not reach the rendezvous store at {}:{} within {} s: {}",
+                    first_rank, place.coordinator_host, place.coordinator_port,
+                    options.timeout_seconds, error.what());
+    if (writer) writer->mark_incomplete(message);
+    throw RunError(message);
+  }
+  auto summary = run_rank_threads(
+      spec, options, store, [&connect](int64_t) { return connect(false); }, first_rank,
+      ranks_per_process, writer ? &*writer : nullptr, init ? &*init : nullptr, run_start);
+  return summary.value_or(ProducerSummary{});
+}
 
 }  // namespace
 
@@ -312,130 +331,41 @@ FaultInjection parse_fault_injection(const std::string& text) {
   return fault;
 }
 
-DdpSummary run_threads(const CaseSpec& spec, const DdpOptions& options) {
-  const auto run_start = Clock::now();
-  check_supported(spec, options);
-  if (options.fault && options.fault->kind == FaultInjection::Kind::kExit) {
-    throw InputError(
-        "--inject-fault ...:exit ends the whole process, so it needs process ranks: add "
-        "--nproc N");
-  }
-  NamedTensors init = load_and_check_init(spec, options);
-  RunDirWriter writer(options.out_dir, make_run_info(spec, 1), options.overwrite);
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  store->setTimeout(timeout_of(options));
-  return *run_rank_threads(
-      spec, options, store, [&store](int64_t) { return store; }, 0, spec.parallel.replicas, &writer,
-      &init, run_start);
+std::string format_fault_injection(const FaultInjection& fault) {
+  const char* kind = fault.kind == FaultInjection::Kind::kThrow  ? "throw"
+                     : fault.kind == FaultInjection::Kind::kExit ? "exit"
+                                                                 : "nan";
+  return fmt::format("{}:{}:{}", fault.rank, fault.step, kind);
 }
 
-std::optional<ProcessPlacement> placement_from_environment() {
-  if (std::getenv("RANK") == nullptr) return std::nullopt;
-  ProcessPlacement placement;
-  placement.first_rank = parse_env_int("RANK", std::nullopt);
-  placement.world_size = parse_env_int("WORLD_SIZE", std::nullopt);
-  placement.ranks_per_process = parse_env_int("PARITY_RANKS_PER_PROCESS", 1);
-  const char* addr = std::getenv("MASTER_ADDR");
-  placement.master_addr = addr != nullptr ? addr : "";
-  if (placement.master_addr.empty()) parse_env_int("MASTER_ADDR", std::nullopt);
-  placement.port = static_cast<int>(parse_env_int("MASTER_PORT", std::nullopt));
-  if (placement.ranks_per_process < 1 || placement.world_size < 1 ||
-      placement.first_rank % placement.ranks_per_process != 0 ||
-      placement.first_rank + placement.ranks_per_process > placement.world_size ||
-      placement.port < 1 || placement.port > 65535) {
-    throw InputError(fmt::format(
-        "environment: RANK={} WORLD_SIZE={} PARITY_RANKS_PER_PROCESS={} MASTER_PORT={} do not "
-        "describe a valid placement (RANK must be a multiple of the ranks per process and "
-        "below WORLD_SIZE; the port in 1..65535)",
-        placement.first_rank, placement.world_size, placement.ranks_per_process, placement.port));
-  }
-  return placement;
-}
-
-DdpSummary run_process(const CaseSpec& spec, const DdpOptions& options,
-                       const ProcessPlacement& placement) {
-  const auto run_start = Clock::now();
-  check_supported(spec, options);
-  if (placement.world_size != spec.parallel.replicas) {
-    throw InputError(fmt::format(
-        "environment: WORLD_SIZE={} but case {} has parallel.replicas = {}; make them equal "
-        "(--set parallel.replicas={})",
-        placement.world_size, spec.name, spec.parallel.replicas, placement.world_size));
-  }
-  const bool hosts_rank0 = placement.first_rank == 0;
-  std::optional<NamedTensors> init;
-  std::optional<RunDirWriter> writer;
-  if (hosts_rank0) {
-    init = load_and_check_init(spec, options);
-    writer.emplace(options.out_dir,
-                   make_run_info(spec, placement.world_size / placement.ranks_per_process),
-                   options.overwrite);
-  }
-  // The process hosting rank 0 also hosts the store's server. Not waiting for every worker
-  // lets a missing rank surface in the process group's rendezvous, where the progress keys
-  // name it, instead of as an anonymous store timeout.
-  auto connect = [&](bool server) -> c10::intrusive_ptr<c10d::Store> {
-    c10d::TCPStoreOptions store_options;
-    store_options.port = static_cast<uint16_t>(placement.port);
-    store_options.isServer = server;
-    store_options.waitWorkers = false;
-    store_options.timeout = timeout_of(options);
-    return c10::make_intrusive<c10d::TCPStore>(placement.master_addr, store_options);
-  };
-  c10::intrusive_ptr<c10d::Store> store;
-  try {
-    store = connect(hosts_rank0);
-  } catch (const std::exception& error) {
-    std::string message =
-        fmt::format("rank {}: could not reach the rendezvous store at {}:{} within {} s: {}",
-                    placement.first_rank, placement.master_addr, placement.port,
-                    options.timeout_seconds, error.what());
-    if (writer) writer->mark_incomplete(message);
-    throw RunError(message);
-  }
-  auto summary = run_rank_threads(
-      spec, options, store, [&connect](int64_t) { return connect(false); }, placement.first_rank,
-      placement.ranks_per_process, writer ? &*writer : nullptr, init ? &*init : nullptr, run_start);
-  return summary.value_or(DdpSummary{});
-}
-
-void launch_processes(const CaseSpec& spec, const DdpOptions& options, int64_t num_processes,
-                      const std::filesystem::path& executable,
-                      const std::vector<std::string>& arguments) {
-  const int64_t replicas = spec.parallel.replicas;
-  if (num_processes < 1 || replicas % num_processes != 0) {
-    throw InputError(fmt::format(
-        "--nproc {}: the case's {} replicas must split evenly over the processes; pick a "
-        "divisor of {}",
-        num_processes, replicas, replicas));
-  }
+void check_options(const CaseSpec& spec, const DdpOptions& options) {
   check_fault_fits(spec, options);
-  const int64_t ranks_per_process = replicas / num_processes;
-  const int port = free_loopback_port();
-  std::vector<ChildProcess> children;
-  for (int64_t index = 0; index < num_processes; ++index) {
-    const std::string rank = std::to_string(index * ranks_per_process);
-    children.push_back(
-        {fmt::format("process {} (ranks {}..{})", index, index * ranks_per_process,
-                     (index + 1) * ranks_per_process - 1),
-         {{"RANK", rank},
-          {"LOCAL_RANK", rank},
-          {"WORLD_SIZE", std::to_string(replicas)},
-          {"MASTER_ADDR", "127.0.0.1"},
-          {"MASTER_PORT", std::to_string(port)},
-          {"PARITY_RANKS_PER_PROCESS", std::to_string(ranks_per_process)}}});
+  if (spec.train.eps_root != 0.0) {
+    throw InputError(fmt::format(
+        "case {}: train.eps_root = {} has no torch.optim equivalent (torch's Adam adds eps "
+        "outside the sqrt only); ddp_ref trains eps_root = 0: use --set train.eps_root=0",
+        spec.name, spec.train.eps_root));
   }
-  // Once one fails, the others get the collective timeout (plus a grace period to write their
-  // own report) before they are killed.
-  const std::vector<std::string> failures = run_child_processes(
-      executable, arguments, children,
-      std::chrono::seconds(static_cast<int64_t>(std::ceil(options.timeout_seconds)) + 10),
-      options.out_dir);
-  if (!failures.empty()) {
-    throw RunError(fmt::format("ddp run over {} processes failed: {}", num_processes,
-                               fmt::join(failures, "; ")));
+  // Not every LibTorch has every dtype's CPU kernels (1.13 has no f16 matmul): ask one small
+  // matmul before any rank starts, rather than fail every rank at its first forward pass.
+  const torch::ScalarType dtype = compute_dtype(spec.train.dtype);
+  try {
+    torch::mm(torch::ones({2, 2}, dtype), torch::ones({2, 2}, dtype));
+  } catch (const c10::Error& error) {
+    throw InputError(fmt::format(
+        "case {}: train.dtype = \"{}\": this LibTorch ({}) cannot multiply {} matrices on the "
+        "CPU ({}), so ddp_ref cannot train it here; use --set train.dtype=bf16 (or f32)",
+        spec.name, spec.train.dtype, TORCH_VERSION, spec.train.dtype,
+        error.what_without_backtrace()));
   }
 }
 
+ProducerSummary train(const CaseSpec& spec, const DdpOptions& options,
+                      const std::optional<ProcessPlace>& place) {
+  const auto run_start = Clock::now();
+  check_options(spec, options);
+  if (place) return run_process(spec, options, *place, run_start);
+  return run_threads(spec, options, run_start);
+}
 
 }  // namespace parity::ddp_ref

@@ -12,7 +12,7 @@
 #include "parity/common/digest.h"
 #include "parity/common/distributed_sampler.h"
 #include "parity/common/error.h"
-#include "parity/common/step_timing.h"
+#include "parity/common/step_recorder.h"
 #include "process_group.h"
 
 namespace parity::ddp_ref {
@@ -55,12 +55,6 @@ auto in_collective(const char* what, int64_t rank, int64_t step, Fn&& fn) {
   }
 }
 
-// "NaN", "inf", "-inf" or the value, as a person reads it (printf's "-nan" says nothing).
-std::string describe_value(double value) {
-  if (std::isnan(value)) return "NaN";
-  return fmt::format("{}", value);
-}
-
 // Each rank's numbers gathered on every rank: all ranks then take the same decisions.
 std::vector<double> all_gather_doubles(c10d::ProcessGroup& group, std::vector<double> values,
                                        int64_t world_size) {
@@ -89,20 +83,6 @@ std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& params
   std::vector<torch::Tensor> grads;
   for (const auto& param : params) grads.push_back(param.grad());
   return grads;
-}
-
-void check_losses_finite(const std::vector<double>& replica_losses, int64_t step) {
-  std::vector<std::string> bad;
-  for (size_t r = 0; r < replica_losses.size(); ++r) {
-    if (!std::isfinite(replica_losses[r]))
-      bad.push_back(fmt::format("rank {} ({})", r, describe_value(replica_losses[r])));
-  }
-  if (!bad.empty()) {
-    throw RunError(fmt::format(
-        "step {}: the loss is not finite on {}; the run stops here. Check the learning rate, "
-        "the input data of that rank, and the loss's dtype (pitfall P10)",
-        step, fmt::join(bad, ", ")));
-  }
 }
 
 void check_gradients_finite(Mlp& model, int64_t step) {
@@ -144,21 +124,13 @@ class RankTrainer {
         rank_(context.rank),
         world_size_(context.world_size),
         model_(spec_.model, compute_dtype(spec_.train.dtype)),
-        plan_(sampler_options(), spec_.data.per_replica_batch) {}
+        plan_(case_sampler_options(spec_, context.data->train.num_samples, world_size_),
+              spec_.data.per_replica_batch),
+        recorder_(spec_, context.writer, "rank") {}
 
-  std::optional<DdpSummary> run();
+  std::optional<ProducerSummary> run();
 
  private:
-  DistributedSamplerOptions sampler_options() const {
-    DistributedSamplerOptions options;
-    options.dataset_size = context_.data->train.num_samples;
-    options.num_replicas = world_size_;
-    options.shuffle = spec_.data.shuffle;
-    options.seed = spec_.data.seed;
-    options.drop_last = spec_.data.drop_last;
-    return options;
-  }
-
   void set_up();
   void exchange_addresses();
   StepOutcome forward_backward(int64_t step);
@@ -167,8 +139,9 @@ class RankTrainer {
   void record_step(int64_t step, const StepOutcome& outcome, double step_seconds);
   void record_tensors(int64_t step, const NamedTensors& grads);
   void report_progress(int64_t step, double step_seconds) const;
-  std::optional<DdpSummary> finish(const std::vector<double>& step_seconds, double setup_seconds);
-  void evaluate(DdpSummary& summary);
+  std::optional<ProducerSummary> finish(const std::vector<double>& step_seconds,
+                                        double setup_seconds);
+  void evaluate(ProducerSummary& summary);
 
   const RankContext& context_;
   const CaseSpec& spec_;
@@ -176,6 +149,7 @@ class RankTrainer {
   int64_t world_size_;
   Mlp model_;
   DistributedBatchPlan plan_;
+  StepRecorder recorder_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
@@ -259,22 +233,15 @@ StepOutcome RankTrainer::forward_backward(int64_t step) {
 }
 
 void RankTrainer::record_tensors(int64_t step, const NamedTensors& grads) {
-  NamedTensors tensors;
-  for (const auto& [name, tensor] : grads) tensors.emplace("grads/" + name, tensor);
-  for (const auto& [name, tensor] : export_canonical_params(model_)) {
-    tensors.emplace("params/" + name, tensor);
-  }
   std::vector<double> digests = in_collective("replica digest all-gather", rank_, step, [&] {
     double as_double;
     uint64_t digest = digest_named_tensors(export_canonical_params(model_));
     std::memcpy(&as_double, &digest, sizeof digest);  // carried bit for bit through a double
     return all_gather_doubles(*group_, {as_double}, world_size_);
   });
-  if (context_.writer == nullptr) return;
-  HostTensor digest_tensor = HostTensor::zeros(DType::I64, {world_size_});
-  std::memcpy(digest_tensor.bytes.data(), digests.data(), digest_tensor.num_bytes());
-  tensors.emplace("replicas/param_digests", std::move(digest_tensor));
-  context_.writer->write_tensors(step, tensors);
+  std::vector<uint64_t> replica_digests(digests.size());
+  std::memcpy(replica_digests.data(), digests.data(), digests.size() * sizeof(uint64_t));
+  recorder_.record_tensors(step, grads, export_canonical_params(model_), replica_digests);
 }
 
 void RankTrainer::reduce_metrics(int64_t step, const StepOutcome& outcome) {
@@ -290,7 +257,10 @@ void RankTrainer::reduce_metrics(int64_t step, const StepOutcome& outcome) {
     sample_count += gathered[2 * r + 1];
   }
   global_loss_ = loss_sum / sample_count;
-  check_losses_finite(replica_losses_, step);
+  StepRecord record;
+  record.step = step;
+  record.replica_losses = replica_losses_;
+  recorder_.check_losses_finite(record);
 }
 
 void RankTrainer::update(int64_t step) {
@@ -305,19 +275,16 @@ void RankTrainer::update(int64_t step) {
 }
 
 void RankTrainer::record_step(int64_t step, const StepOutcome& outcome, double step_seconds) {
-  if (context_.writer == nullptr) return;
-  StepMetrics metrics;
-  metrics.step = step;
-  metrics.loss = global_loss_;
-  metrics.replica_losses = replica_losses_;
-  metrics.grad_norm = grad_norm_;
-  metrics.param_norm = global_l2_norm(params_);
-  metrics.lr = spec_.train.lr;
-  metrics.step_seconds = step_seconds;
-  metrics.samples_digest = digest_sample_ids(outcome.global_sample_ids);
-  metrics.samples_set_digest = digest_sample_set(outcome.global_sample_ids);
-  metrics.duplicate_samples = count_duplicates(outcome.global_sample_ids);
-  context_.writer->append_step(metrics);
+  if (!recorder_.writes()) return;
+  StepRecord record;
+  record.step = step;
+  record.loss = global_loss_;
+  record.replica_losses = replica_losses_;
+  record.grad_norm = grad_norm_;
+  record.param_norm = global_l2_norm(params_);
+  record.step_seconds = step_seconds;
+  record.global_sample_ids = outcome.global_sample_ids;
+  recorder_.record_step(record);
 }
 
 void RankTrainer::report_progress(int64_t step, double step_seconds) const {
@@ -331,10 +298,9 @@ void RankTrainer::report_progress(int64_t step, double step_seconds) const {
                            step + 1, steps, global_loss_, grad_norm_, step_seconds * 1e3);
 }
 
-std::optional<DdpSummary> RankTrainer::run() {
+std::optional<ProducerSummary> RankTrainer::run() {
   set_up();
   const double setup_seconds = seconds_since(context_.run_start);
-  const auto& record = spec_.train.record_steps;
   std::vector<double> step_seconds;
   for (int64_t step = 0; step < spec_.train.steps; ++step) {
     report_progress_to_store(*context_.store, rank_, step);
@@ -347,7 +313,7 @@ std::optional<DdpSummary> RankTrainer::run() {
     StepOutcome outcome = forward_backward(step);
     double seconds = seconds_since(start);
     reduce_metrics(step, outcome);
-    const bool recorded = std::find(record.begin(), record.end(), step) != record.end();
+    const bool recorded = recorder_.records_tensors(step);
     NamedTensors grads;
     if (recorded && context_.writer != nullptr) grads = export_canonical_grads(model_);
     start = Clock::now();
@@ -360,7 +326,7 @@ std::optional<DdpSummary> RankTrainer::run() {
   return finish(step_seconds, setup_seconds);
 }
 
-void RankTrainer::evaluate(DdpSummary& summary) {
+void RankTrainer::evaluate(ProducerSummary& summary) {
   const TrainingData& data = *context_.data;
   torch::NoGradGuard no_grad;
   auto outputs = model_->forward(data.test_features);
@@ -371,40 +337,31 @@ void RankTrainer::evaluate(DdpSummary& summary) {
   }
 }
 
-std::optional<DdpSummary> RankTrainer::finish(const std::vector<double>& step_seconds,
-                                              double setup_seconds) {
+std::optional<ProducerSummary> RankTrainer::finish(const std::vector<double>& step_seconds,
+                                                   double setup_seconds) {
   std::vector<double> peaks = in_collective("memory all-gather", rank_, spec_.train.steps, [&] {
     return all_gather_doubles(*group_, {static_cast<double>(MemoryMeter::peak_bytes(rank_))},
                               world_size_);
   });
-  if (context_.writer == nullptr) return std::nullopt;
+  if (!recorder_.writes()) return std::nullopt;
 
-  DdpSummary summary;
+  ProducerSummary summary;
   summary.run_dir = context_.writer->dir();
   summary.steps = spec_.train.steps;
   summary.final_loss = global_loss_;
   evaluate(summary);
-  RunInfo& info = context_.writer->info();
-  info.timings = summarize_step_times(setup_seconds, step_seconds);
-  info.memory.method = MemoryMeter::method();
-  info.memory.peak_bytes_per_replica.clear();
-  for (double peak : peaks)
-    info.memory.peak_bytes_per_replica.push_back(static_cast<int64_t>(peak));
-  info.results["final_loss"] = summary.final_loss;
-  info.results["test_loss"] = *summary.test_loss;
-  if (summary.test_accuracy) info.results["test_accuracy"] = *summary.test_accuracy;
-  info.results["process_max_rss_bytes"] = static_cast<double>(process_max_rss_bytes());
-  context_.writer->finish();
-
-  summary.steady_step_median_seconds = info.timings.steady_step_median_seconds;
-  const double global_batch = static_cast<double>(world_size_ * spec_.data.per_replica_batch *
-                                                  spec_.train.grad_accum_steps);
-  if (summary.steady_step_median_seconds > 0) {
-    summary.samples_per_second = global_batch / summary.steady_step_median_seconds;
+  RunTotals totals;
+  totals.setup_seconds = setup_seconds;
+  totals.step_seconds = step_seconds;
+  totals.memory.method = MemoryMeter::method();
+  for (double peak : peaks) {
+    totals.memory.peak_bytes_per_replica.push_back(static_cast<int64_t>(peak));
   }
-  summary.peak_bytes_max_rank = *std::max_element(info.memory.peak_bytes_per_replica.begin(),
-                                                  info.memory.peak_bytes_per_replica.end());
-  summary.memory_method = info.memory.method;
+  totals.results["final_loss"] = summary.final_loss;
+  totals.results["test_loss"] = *summary.test_loss;
+  if (summary.test_accuracy) totals.results["test_accuracy"] = *summary.test_accuracy;
+  totals.results["process_max_rss_bytes"] = static_cast<double>(process_max_rss_bytes());
+  recorder_.finish(totals);
   return summary;
 }
 
@@ -421,7 +378,7 @@ TrainingData load_training_data(const CaseSpec& spec) {
   return data;
 }
 
-std::optional<DdpSummary> train_rank(const RankContext& context) {
+std::optional<ProducerSummary> train_rank(const RankContext& context) {
   MemoryMeter::ScopedSlot memory_slot(context.rank);
   RankTrainer trainer(context);
   return trainer.run();

@@ -52,7 +52,7 @@ struct RankContext {
 // Trains one rank to the end. Returns the summary on rank 0, nullopt elsewhere. Throws
 // RunError for a failure this rank detected (non-finite values, an injected fault) and
 // PeerFailure when a collective failed because another rank is missing.
-std::optional<DdpSummary> train_rank(const RankContext& context);
+std::optional<ProducerSummary> train_rank(const RankContext& context);
 
 // A collective or rendezvous that failed or timed out: the cause is usually another rank.
 class PeerFailure : public RunError {

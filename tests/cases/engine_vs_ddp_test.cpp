@@ -70,7 +70,7 @@ void expect_engine_matches_ddp(const std::vector<std::string>& overrides, const 
   options.out_dir = dir / "ddp";
   options.quiet = true;
   write_safetensors(options.init_file, init);
-  ddp_ref::run_threads(spec, options);
+  ddp_ref::train(spec, options);
   RunDir ddp = read_run_dir(options.out_dir);
   ASSERT_EQ(ddp.steps.size(), static_cast<size_t>(kSteps));
 

@@ -14,7 +14,7 @@
 #include "parity/common/run_dir.h"
 #include "parity/common/tensor_file.h"
 #include "parity/ddp_ref/ddp_ref.h"
-#include "pmap_trainer.h"
+#include "parity/engine_trainer/engine_trainer.h"
 #include "tensor_compare.h"
 
 namespace parity::cases {
@@ -38,12 +38,12 @@ std::filesystem::path write_init(const std::filesystem::path& dir, const CaseSpe
 std::filesystem::path train_pmap(const CaseSpec& spec, const std::filesystem::path& init,
                                  const std::filesystem::path& out,
                                  const std::string& program = "pmean") {
-  PmapRunOptions options;
+  engine_trainer::EngineOptions options;
   options.init_file = init;
   options.out_dir = out;
   options.quiet = true;
   options.step.program = program;
-  run_pmap(spec, options);
+  engine_trainer::train(spec, options);
   return out;
 }
 
@@ -54,7 +54,7 @@ TEST(PmapVsDdp, EightDevicesWithPmeanMatchDdpWithEightRanksFor200AdamSteps) {
   ddp_options.init_file = write_init(dir, spec);
   ddp_options.out_dir = dir / "ddp";
   ddp_options.quiet = true;
-  ddp_ref::run_threads(spec, ddp_options);
+  ddp_ref::train(spec, ddp_options);
   RunDir ddp = read_run_dir(ddp_options.out_dir);
   RunDir engine = read_run_dir(train_pmap(spec, ddp_options.init_file, dir / "pmap"));
   ASSERT_EQ(engine.info.status, "complete");

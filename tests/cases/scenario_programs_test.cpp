@@ -15,7 +15,7 @@
 #include "parity/common/init_params.h"
 #include "parity/common/run_dir.h"
 #include "parity/common/tensor_file.h"
-#include "pmap_trainer.h"
+#include "parity/engine_trainer/engine_trainer.h"
 #include "test_files.h"
 
 namespace parity::cases {
@@ -39,12 +39,12 @@ RunDir train_one_step(const std::string& program, const testing::TempDir& dir,
   if (!std::filesystem::exists(init)) {
     write_safetensors(init, init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
   }
-  PmapRunOptions options;
+  engine_trainer::EngineOptions options;
   options.init_file = init;
   options.out_dir = dir.path(program + (overrides.empty() ? "" : "-overridden"));
   options.quiet = true;
   options.step.program = program;
-  run_pmap(spec, options);
+  engine_trainer::train(spec, options);
   return read_run_dir(options.out_dir);
 }
 

@@ -66,5 +66,55 @@ TEST(PmapProcesses, AJoiningProcessWithoutItsPartnersTimesOutNamingTheCoordinato
   EXPECT_THAT(alone.output, HasSubstr("no coordinator answered at 127.0.0.1:1 within 2 s"));
 }
 
+// A process's place comes from its launcher's environment (cli/producer_processes.cpp): a
+// malformed one is refused before anything starts, naming the variable (exit 2, bad input).
+struct BadPlace {
+  std::string name;
+  std::string environment;
+  std::string command;  // after `parity`
+  std::string message;
+};
+
+std::ostream& operator<<(std::ostream& out, const BadPlace& place) { return out << place.name; }
+
+class ProcessPlaces : public ::testing::TestWithParam<BadPlace> {};
+
+TEST_P(ProcessPlaces, AreRefusedNamingTheVariable) {
+  const BadPlace& place = GetParam();
+  testing::TempDir dir;
+  const auto result = testing::run_command(
+      fmt::format("{} {} {} --out {}", place.environment, kParity, place.command,
+                  dir.path("run").string()),
+      60);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_THAT(result.output, HasSubstr(place.message));
+}
+
+const std::string kTwoEngineProcesses = "pmap " + kCase + " --set parallel.processes=2";
+
+INSTANTIATE_TEST_SUITE_P(
+    Environment, ProcessPlaces,
+    ::testing::Values(
+        BadPlace{"EngineCoordinatorWithoutAPort",
+                 "PARITY_PMAP_COORDINATOR=localhost PARITY_PMAP_PROCESS_ID=0 "
+                 "PARITY_PMAP_NUM_PROCESSES=2",
+                 kTwoEngineProcesses,
+                 "PARITY_PMAP_COORDINATOR='localhost' is not HOST:PORT (port 1..65535)"},
+        BadPlace{"EngineProcessIdPastTheCount",
+                 "PARITY_PMAP_COORDINATOR=127.0.0.1:1 PARITY_PMAP_PROCESS_ID=2 "
+                 "PARITY_PMAP_NUM_PROCESSES=2",
+                 kTwoEngineProcesses,
+                 "PARITY_PMAP_PROCESS_ID=2 is not below PARITY_PMAP_NUM_PROCESSES=2"},
+        BadPlace{"EngineSetWithoutTheProcessId", "PARITY_PMAP_COORDINATOR=127.0.0.1:1",
+                 kTwoEngineProcesses, "but PARITY_PMAP_PROCESS_ID is unset"},
+        BadPlace{"TorchrunWorldSizeOtherThanTheCaseReplicas",
+                 "RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=1",
+                 "ddp " + kCase + " --set parallel.replicas=2 --init /nonexistent.safetensors",
+                 "WORLD_SIZE=3 but case mlp2-fmnist has parallel.replicas = 2"},
+        BadPlace{"TorchrunRankWithoutWorldSize", "RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=1",
+                 "ddp " + kCase + " --init /nonexistent.safetensors",
+                 "RANK is set but WORLD_SIZE is not"}),
+    [](const ::testing::TestParamInfo<BadPlace>& row) { return row.param.name; });
+
 }  // namespace
 }  // namespace parity

@@ -71,7 +71,7 @@ RunDir train_ddp(const CaseSpec& spec, const NamedTensors& init, const std::stri
   options.out_dir = dir / "run";
   options.quiet = true;
   write_safetensors(options.init_file, init);
-  run_threads(spec, options);
+  train(spec, options);
   RunDir run = read_run_dir(options.out_dir);
   EXPECT_EQ(run.info.status, "complete");
   EXPECT_EQ(run.steps.size(), static_cast<size_t>(spec.train.steps));

@@ -1,0 +1,225 @@
+#include "trainer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+
+#include "checkpoint.h"
+#include "device_trees.h"
+#include "mlp_program.h"
+#include "parity/common/digest.h"
+#include "parity/common/init_params.h"
+#include "parity/common/tensor_file.h"
+#include "pmap_engine/ops.h"
+#include "pmap_engine/random.h"
+#include "scenario_programs.h"
+
+namespace parity::engine_trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Pitfall P4 as 000 §4.4 describes it: every device initialises its own parameters, from
+// fold_in(PRNGKey(seed), device), instead of one initialisation broadcast to all.
+pe::Tree initialise_per_device(const CaseSpec& spec, int64_t num_devices, pe::DType dtype) {
+  namespace pr = pmap_engine::random;
+  const pr::Key key = pr::prng_key(static_cast<int64_t>(spec.init.seed));
+  std::vector<pe::Tree> per_device;
+  for (int64_t d = 0; d < num_devices; ++d) {
+    per_device.push_back(cases::cast_tree(
+        cases::params_from_tensors(init_mlp_params_from_key(
+            spec.model.widths, pr::fold_in(key, static_cast<uint32_t>(d)), spec.init.scale)),
+        dtype));
+  }
+  return stack(per_device);
+}
+
+}  // namespace
+
+EngineTrainer::EngineTrainer(const CaseSpec& spec, const EngineOptions& options,
+                             const ProcessSession& process, Clock::time_point run_start)
+    : spec_(spec),
+      options_(options),
+      program_(find_engine_program(options.step.program)),
+      process_(process),
+      run_start_(run_start),
+      num_devices_(spec.parallel.replicas),
+      train_(load_case_dataset(spec, "train")),
+      checkpoint_step_(cases::resume_step(spec, program_)) {
+  const int64_t local_devices = num_devices_ / process.count();
+  pe::Tree initial = cases::params_from_tensors(read_safetensors(options.init_file).tensors);
+  if (options.step.float64) initial = cases::cast_tree(initial, pe::DType::f64);
+  const pe::Tree initial_state = cases::make_optimizer(spec.train).init(initial);
+  if (program_.broadcasts_params) {
+    params_ = initial;
+    opt_state_ = initial_state;
+  } else {
+    params_ = program_.initialises_per_device
+                  ? initialise_per_device(spec, num_devices_, initial.leaves().front().dtype())
+                  : replicate(initial, local_devices);
+    opt_state_ = replicate(initial_state, local_devices);
+  }
+  placement_.emplace(spec, train_.num_samples, num_devices_, process.index() * local_devices,
+                     local_devices, options.step,
+                     cases::processes_reading_everything(spec, program_));
+}
+
+pe::Tree EngineTrainer::device_params(int64_t d) const {
+  return program_.broadcasts_params ? params_ : device_slice(params_, d);
+}
+
+ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
+  recorder_.emplace(spec_, writer, "device");
+  const double setup_seconds = seconds_since(run_start_);
+  for (int64_t step = 0; step < spec_.train.steps; ++step) {
+    if (checkpoint_step_ == step) resume_from_checkpoint(step);
+    const StepInputs batch =
+        step_inputs(train_, *placement_, step, spec_.train.grad_accum_steps, options_.step.float64);
+    // The step's time is the pmapped train_step's: what a JAX user's step costs. Gathering the
+    // metrics and recording tensors are the harness's own work and stay outside it.
+    const auto start = Clock::now();
+    const pe::Tree out = placement_->step({params_, opt_state_, batch.inputs, batch.targets});
+    step_seconds_.push_back(seconds_since(start));
+    params_ = out[0];
+    opt_state_ = out[1];
+    StepRecord record = reduce_metrics(step, batch, out);
+    global_loss_ = record.loss;
+    recorder_->check_losses_finite(record);
+    // Every process takes part in the digest exchange; only process 0 records.
+    const std::vector<uint64_t> digests =
+        recorder_->records_tensors(step) ? replica_param_digests() : std::vector<uint64_t>{};
+    this->record(record, out[3], digests);
+    report_progress(step, record.loss);
+  }
+  return finish(setup_seconds);
+}
+
+// S10 (002 §4.3): save replica 0 with the step and device count, then resume from the file on
+// half the devices, each reading twice the samples (the same global batch).
+void EngineTrainer::resume_from_checkpoint(int64_t step) {
+  const std::filesystem::path file =
+      options_.out_dir / "checkpoint" / fmt::format("step_{:06d}.safetensors", step);
+  cases::save_checkpoint(file, {step, num_devices_, device_params(0), device_slice(opt_state_, 0)});
+  peak_bytes_per_device_ = placement_->step.last_execution().peak_bytes_per_device;
+  compile_count_ += placement_->step.cache_stats().misses;
+  const cases::Checkpoint restored =
+      cases::load_checkpoint(file, device_params(0), device_slice(opt_state_, 0));
+  num_devices_ = restored.device_count / 2;
+  placement_.emplace(spec_, train_.num_samples, num_devices_, 0, num_devices_, options_.step);
+  params_ = replicate(restored.params, num_devices_);
+  opt_state_ = replicate(restored.opt_state, num_devices_);
+}
+
+// Every device's loss, gathered from every process, and the global mean over their samples.
+StepRecord EngineTrainer::reduce_metrics(int64_t step, const StepInputs& batch,
+                                         const pe::Tree& out) const {
+  StepRecord record;
+  record.step = step;
+  record.replica_losses = gather_across_processes(batch.device_losses(out[2]));
+  double loss_sum = 0;
+  for (double loss : record.replica_losses) loss_sum += loss * batch.samples_per_device;
+  record.loss = loss_sum / (batch.samples_per_device * static_cast<double>(num_devices_));
+  record.step_seconds = step_seconds_.back();
+  record.global_sample_ids = batch.global_sample_ids;
+  return record;
+}
+
+// The parameter digest of every device of every process (the check that replicas agree).
+std::vector<uint64_t> EngineTrainer::replica_param_digests() const {
+  std::vector<uint64_t> local;
+  for (int64_t d = 0; d < placement_->local_devices; ++d) {
+    local.push_back(digest_named_tensors(cases::tensors_from_params(device_params(d))));
+  }
+  return gather_across_processes(local);
+}
+
+void EngineTrainer::record(StepRecord& record, const pe::Tree& reduced_grads,
+                           const std::vector<uint64_t>& digests) const {
+  if (!recorder_->writes()) return;
+  const pe::Tree grads = device_slice(reduced_grads, 0);
+  const pe::Tree params = device_params(0);
+  record.grad_norm = global_l2_norm(grads);
+  record.param_norm = global_l2_norm(params);
+  recorder_->record_step(record);
+  if (recorder_->records_tensors(record.step)) {
+    recorder_->record_tensors(record.step, cases::tensors_from_params(grads),
+                              cases::tensors_from_params(params), digests);
+  }
+}
+
+void EngineTrainer::report_progress(int64_t step, double loss) const {
+  if (options_.on_step) options_.on_step(step + 1);
+  if (options_.quiet || !recorder_->writes()) return;
+  const int64_t steps = spec_.train.steps;
+  if (step % std::max<int64_t>(1, steps / 10) != 0 && step + 1 != steps) return;
+  std::cerr << fmt::format("parity pmap: step {:>5}/{}  loss {:.6f}  {:.1f} ms\n", step + 1, steps,
+                           loss, step_seconds_.back() * 1e3);
+}
+
+ProducerSummary EngineTrainer::finish(double setup_seconds) {
+  // After a resume on fewer devices: the peak of either placement, on the devices that remain.
+  const int64_t peak =
+      std::max(peak_bytes_per_device_, placement_->step.last_execution().peak_bytes_per_device);
+  const std::vector<double> peaks = gather_across_processes(std::vector<double>(
+      static_cast<size_t>(placement_->local_devices), static_cast<double>(peak)));
+  ProducerSummary summary;
+  summary.run_dir = options_.out_dir;
+  summary.steps = spec_.train.steps;
+  summary.final_loss = global_loss_;
+  if (!recorder_->writes()) return summary;
+
+  RunTotals totals;
+  totals.setup_seconds = setup_seconds;
+  totals.step_seconds = step_seconds_;
+  totals.memory.method = "pmap_engine planner: exact peak of live buffers per device";
+  for (double bytes : peaks) {
+    totals.memory.peak_bytes_per_replica.push_back(static_cast<int64_t>(bytes));
+  }
+  totals.results = evaluate();
+  totals.results["final_loss"] = global_loss_;
+  totals.results["compile_count"] =
+      static_cast<double>(compile_count_ + placement_->step.cache_stats().misses);
+  recorder_->finish(totals);
+  summary.test_loss = totals.results.at("test_loss");
+  if (totals.results.count("test_accuracy")) {
+    summary.test_accuracy = totals.results.at("test_accuracy");
+  }
+  return summary;
+}
+
+// test_loss, and test_accuracy for a classifier, of device 0's parameters on the test set.
+std::map<std::string, double> EngineTrainer::evaluate() const {
+  const pe::Tree params = device_params(0);
+  const Dataset test = load_case_dataset(spec_, "test");
+  const pe::DType dtype = params.leaves().front().dtype();
+  const pe::Array x = pe::astype(
+      pe::Array::from_floats({test.num_samples, test.feature_dim}, test.features), dtype);
+  const pe::Array outputs = cases::mlp_forward(spec_.model, params, x);
+  if (test.labels.empty()) {
+    const pe::Array targets = pe::astype(
+        pe::Array::from_floats({test.num_samples, test.target_dim}, test.targets), dtype);
+    return {{"test_loss", pe::mse(outputs, targets).item()}};
+  }
+  std::vector<int32_t> labels(test.labels.begin(), test.labels.end());
+  const pe::Array y = pe::Array::from_ints({test.num_samples}, labels);
+  const double test_loss =
+      pe::mean(pe::softmax_cross_entropy_with_integer_labels(outputs, y)).item();
+  const std::vector<double> logits = outputs.to_doubles();
+  const int64_t num_classes = spec_.model.widths.back();
+  int64_t correct = 0;
+  for (int64_t i = 0; i < test.num_samples; ++i) {
+    const auto row = logits.begin() + i * num_classes;
+    const int64_t predicted = std::max_element(row, row + num_classes) - row;
+    correct += predicted == test.labels[static_cast<size_t>(i)];
+  }
+  return {{"test_loss", test_loss},
+          {"test_accuracy", static_cast<double>(correct) / static_cast<double>(test.num_samples)}};
+}
+
+}  // namespace parity::engine_trainer

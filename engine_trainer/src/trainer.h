@@ -1,0 +1,63 @@
+// One engine process's training loop, shaped like ddp_ref's RankTrainer: the step as a JAX user
+// runs it (the pmapped train_step on this process's devices), with the run directory's
+// metrics gathered on the way.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <vector>
+
+#include "parity/common/case_spec.h"
+#include "parity/common/dataset.h"
+#include "parity/common/engine_programs.h"
+#include "parity/common/run_dir.h"
+#include "parity/common/step_recorder.h"
+#include "parity/engine_trainer/engine_trainer.h"
+#include "process_session.h"
+#include "step_inputs.h"
+
+namespace parity::engine_trainer {
+
+class EngineTrainer {
+ public:
+  // Reads the init file and the training data and compiles the step for this process's
+  // devices; writes nothing.
+  EngineTrainer(const CaseSpec& spec, const EngineOptions& options, const ProcessSession& process,
+                std::chrono::steady_clock::time_point run_start);
+
+  // Trains to the end. `writer` is process 0's run directory (null elsewhere), owned by the
+  // caller so that a failure can still be recorded in it.
+  ProducerSummary run(RunDirWriter* writer);
+
+ private:
+  void resume_from_checkpoint(int64_t step);
+  StepRecord reduce_metrics(int64_t step, const StepInputs& batch, const pe::Tree& out) const;
+  std::vector<uint64_t> replica_param_digests() const;
+  void record(StepRecord& record, const pe::Tree& reduced_grads,
+              const std::vector<uint64_t>& digests) const;
+  void report_progress(int64_t step, double loss) const;
+  ProducerSummary finish(double setup_seconds);
+  std::map<std::string, double> evaluate() const;
+  pe::Tree device_params(int64_t d) const;
+
+  const CaseSpec& spec_;
+  const EngineOptions& options_;
+  const EngineProgram& program_;
+  const ProcessSession& process_;
+  std::optional<StepRecorder> recorder_;  // from run() on
+  std::chrono::steady_clock::time_point run_start_;
+  int64_t num_devices_;  // every process's; halved by a checkpoint resume (S10)
+  Dataset train_;
+  std::optional<Placement> placement_;
+  std::optional<int64_t> checkpoint_step_;
+  // Broadcast params (in_axes=None) stay one unstacked tree; otherwise every leaf carries the
+  // device axis, as jax.device_put_replicated makes it.
+  pe::Tree params_;
+  pe::Tree opt_state_;
+  std::vector<double> step_seconds_;
+  int64_t peak_bytes_per_device_ = 0;  // of the placements before the current one
+  int64_t compile_count_ = 0;          // likewise
+  double global_loss_ = 0;
+};
+
+}  // namespace parity::engine_trainer
