@@ -1,0 +1,69 @@
+// flax.linen's layers as pure functions of their inputs and parameters: what a Flax module
+// computes in __call__, with the parameters (and BatchNorm's batch_stats) passed in and the
+// updated state returned, and no module system. A later layer graph builds models from these.
+//
+// Sources modelled (google/flax commit 18f8f31, version 0.12.8; jax-ml/jax commit cec06d1):
+//   flax/linen/normalization.py  _compute_stats, _normalize, LayerNorm, BatchNorm
+//
+// Each function follows the module with its default attributes except where a parameter below
+// names one. Every function is composed from the public ops, so gradients come from the
+// primitives' VJPs and a traced program reads like the jaxpr Flax gives.
+//
+// Dimension legend: B batch, L sequence, Lq / Lk query / key length, H heads, D or Dh features
+// per head, Dv value features per head, E or C features (embedding, channels); "..." any
+// leading dimensions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "pmap_engine/array.h"
+#include "pmap_engine/tree.h"
+
+namespace pmap_engine::linen {
+
+// ---- normalization.cpp --------------------------------------------------------------------
+
+// flax.linen.LayerNorm(epsilon): statistics over the last axis, computed in at least f32,
+// variance E[x^2] - E[x]^2 clipped at 0 (use_fast_variance=True, Flax's default); then
+// (x - mean) * (rsqrt(var + epsilon) * scale) + bias. Flax's default epsilon is 1e-6 (torch's
+// LayerNorm uses 1e-5).
+// x: [..., D], scale: [D], bias: [D] -> [..., D]
+Array layer_norm(const Array& x, const Array& scale, const Array& bias, double epsilon = 1e-6);
+
+// One BatchNorm's 'batch_stats' collection: per-feature mean and (biased) variance.
+struct BatchStats {
+  Array mean;  // [C]
+  Array var;   // [C]
+};
+
+struct BatchNormOptions {
+  // Flax's convention: running = momentum * running + (1 - momentum) * batch. (torch's
+  // momentum 0.1 weights the batch value: torch 0.1 is Flax 0.9.)
+  double momentum = 0.99;
+  double epsilon = 1e-5;
+  // BatchNorm(axis_name=...): inside pmap, the statistics are pmean'd over this axis, so every
+  // device normalizes with the statistics of the whole global batch.
+  std::optional<std::string> axis_name;
+};
+
+struct BatchNormOutput {
+  Array y;             // [..., C]
+  BatchStats batch;    // the batch's statistics (after the pmean, when axis_name is set)
+  BatchStats running;  // the updated running statistics
+};
+
+// flax.linen.BatchNorm(use_running_average=False), feature axis -1: statistics over every
+// axis but the last (biased variance, computed as in layer_norm), the running statistics
+// updated with them.
+// x: [..., C], scale, bias: [C], running: [C] each
+BatchNormOutput batch_norm_train(const Array& x, const Array& scale, const Array& bias,
+                                 const BatchStats& running, const BatchNormOptions& options = {});
+
+// flax.linen.BatchNorm(use_running_average=True): normalizes with the running statistics.
+// x: [..., C], scale, bias: [C], running: [C] each -> [..., C]
+Array batch_norm_eval(const Array& x, const Array& scale, const Array& bias,
+                      const BatchStats& running, double epsilon = 1e-5);
+
+}  // namespace pmap_engine::linen
