@@ -4,6 +4,7 @@
 //
 // Sources modelled (google/flax commit 18f8f31, version 0.12.8; jax-ml/jax commit cec06d1):
 //   flax/linen/normalization.py  _compute_stats, _normalize, LayerNorm, BatchNorm
+//   flax/linen/stochastic.py     Dropout
 //
 // Each function follows the module with its default attributes except where a parameter below
 // names one. Every function is composed from the public ops, so gradients come from the
@@ -65,5 +66,13 @@ BatchNormOutput batch_norm_train(const Array& x, const Array& scale, const Array
 // x: [..., C], scale, bias: [C], running: [C] each -> [..., C]
 Array batch_norm_eval(const Array& x, const Array& scale, const Array& bias,
                       const BatchStats& running, double epsilon = 1e-5);
+
+// ---- stochastic.cpp -----------------------------------------------------------------------
+
+// flax.linen.Dropout(rate)(x, deterministic, rng=key): x itself when deterministic or rate is
+// 0; otherwise keep = random.bernoulli(key, 1 - rate, x.shape) and where(keep, x / (1 - rate),
+// 0) (zeros for rate 1). `key` is a u32[2] key (random_ops.h); unused when deterministic.
+// x: [...] -> [...]
+Array dropout(const Array& x, double rate, const Array& key, bool deterministic = false);
 
 }  // namespace pmap_engine::linen
