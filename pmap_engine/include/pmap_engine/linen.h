@@ -5,6 +5,9 @@
 // Sources modelled (google/flax commit 18f8f31, version 0.12.8; jax-ml/jax commit cec06d1):
 //   flax/linen/normalization.py  _compute_stats, _normalize, LayerNorm, BatchNorm
 //   flax/linen/stochastic.py     Dropout
+//   flax/linen/attention.py      dot_product_attention_weights, dot_product_attention,
+//                                MultiHeadDotProductAttention
+//   flax/linen/linear.py         DenseGeneral (the attention projections)
 //
 // Each function follows the module with its default attributes except where a parameter below
 // names one. Every function is composed from the public ops, so gradients come from the
@@ -74,5 +77,41 @@ Array batch_norm_eval(const Array& x, const Array& scale, const Array& bias,
 // 0) (zeros for rate 1). `key` is a u32[2] key (random_ops.h); unused when deterministic.
 // x: [...] -> [...]
 Array dropout(const Array& x, double rate, const Array& key, bool deterministic = false);
+
+// ---- attention.cpp ------------------------------------------------------------------------
+
+struct AttentionOptions {
+  // Dropout on the attention weights, applied when !deterministic and dropout_rate > 0; it
+  // then needs dropout_key. broadcast_dropout draws one [Lq, Lk] mask for every batch element
+  // and head (Flax's default).
+  double dropout_rate = 0.0;
+  bool deterministic = false;
+  bool broadcast_dropout = true;
+  std::optional<Array> dropout_key;
+  // Flax's default (false) computes the softmax in the inputs' dtype (bf16 stays bf16).
+  bool force_fp32_for_softmax = false;
+};
+
+// flax.linen.dot_product_attention_weights: softmax over keys of
+// einsum('...qhd,...khd->...hqk', query / sqrt(D), key), then the optional dropout.
+// query: [..., Lq, H, D], key: [..., Lk, H, D] -> [..., H, Lq, Lk]
+Array dot_product_attention_weights(const Array& query, const Array& key,
+                                    const AttentionOptions& options = {});
+
+// flax.linen.dot_product_attention: einsum('...hqk,...khd->...qhd', weights, value).
+// query: [..., Lq, H, D], key: [..., Lk, H, D], value: [..., Lk, H, Dv] -> [..., Lq, H, Dv]
+Array dot_product_attention(const Array& query, const Array& key, const Array& value,
+                            const AttentionOptions& options = {});
+
+// flax.linen.MultiHeadDotProductAttention(num_heads)(x): self-attention (inputs_k = inputs_v =
+// inputs_q). `params` is the module's parameter dict, in Flax's layout:
+//   query, key, value: {kernel: [E, H, Dh], bias: [H, Dh]}   (DenseGeneral, features=(H, Dh))
+//   out:               {kernel: [H, Dh, F], bias: [F]}       (DenseGeneral, axis=(-2, -1))
+// with H = num_heads; qkv_features H * Dh and out_features F are read from the kernels (Flax's
+// defaults make both E). As in Flax, attention dropout applies only when
+// options.dropout_rate > 0 and !options.deterministic.
+// x: [..., L, E] -> [..., L, F]
+Array multi_head_self_attention(const Array& x, const Tree& params, int64_t num_heads,
+                                const AttentionOptions& options = {});
 
 }  // namespace pmap_engine::linen
