@@ -1,11 +1,12 @@
 // Helpers shared by the pmap_engine op tests: running a function of arrays under jit or as a
-// printed program, test inputs and scalar losses for gradient checks, and catching the
-// EngineError an op raises.
+// printed program, test inputs and scalar losses for gradient checks, comparing with known
+// answers, and catching the EngineError an op raises.
 #pragma once
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -46,6 +47,34 @@ inline Array weighted_total(const Array& y) {
   std::vector<double> weights(y.num_elements());
   for (size_t i = 0; i < weights.size(); ++i) weights[i] = 0.5 + 0.25 * static_cast<double>(i);
   return sum(y * Array::from_doubles(y.shape(), weights));
+}
+
+// The gradients of sum(fn(inputs) * g) with respect to every input: what torch's
+// out.backward(g) leaves in each input's .grad.
+inline std::vector<Array> weighted_sum_gradients(ArrayFunction fn, const std::vector<Array>& inputs,
+                                                 const Array& g) {
+  std::vector<size_t> argnums;
+  for (size_t i = 0; i < inputs.size(); ++i) argnums.push_back(i);
+  TreeFunction loss = [&](const std::vector<Tree>& args) {
+    std::vector<Array> arrays;
+    for (const Tree& arg : args) arrays.push_back(arg.leaf());
+    return Tree(sum(fn(arrays) * g));
+  };
+  Tree grads = grad(loss, argnums)(std::vector<Tree>(inputs.begin(), inputs.end()));
+  if (inputs.size() == 1) return {grads.leaf()};
+  std::vector<Array> out;
+  for (size_t i = 0; i < inputs.size(); ++i) out.push_back(grads[i].leaf());
+  return out;
+}
+
+// Every element within tolerance * max(1, |expected|); failures name `what` and the index.
+inline void expect_near_all(const std::vector<double>& actual, const std::vector<double>& expected,
+                            double tolerance, const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    EXPECT_NEAR(actual[i], expected[i], tolerance * std::max(1.0, std::abs(expected[i])))
+        << what << " index " << i;
+  }
 }
 
 // Distinct, irregular f64 values: sin(seed + 1.7 i).

@@ -140,6 +140,8 @@ Array avg_pool(const Array& x, const std::vector<int64_t>& window_shape,
 // --- neural-network functions (jax.nn / optax) ---
 Array relu(const Array& x);
 Array gelu(const Array& x, bool approximate = true);  // jax.nn.gelu's default is the tanh form
+Array sigmoid(const Array& x);  // jax.nn.sigmoid = lax.logistic; floating-point x only
+Array silu(const Array& x);     // jax.nn.silu (swish) = x * sigmoid(x)
 Array logsumexp(const Array& x, int64_t axis, bool keepdims = false);
 Array log_softmax(const Array& x, int64_t axis = -1);
 Array softmax(const Array& x, int64_t axis = -1);

@@ -1,14 +1,16 @@
 // Neural-network functions (jax.nn and optax's losses) as composites of the public ops, so that
 // their gradients come from the primitives' VJP rules and their programs read like JAX's.
 // Sources modelled (jax-ml/jax commit cec06d1, google-deepmind/optax commit 2edbcbe):
-//   jax/_src/nn/functions.py        relu, gelu, log_softmax, softmax (the default
-//                                   jax_softmax_custom_jvp=False path), one_hot
+//   jax/_src/nn/functions.py        relu, gelu, sigmoid, silu, log_softmax, softmax (the
+//                                   default jax_softmax_custom_jvp=False path), one_hot
+//   jax/_src/lax/lax.py             logistic_p (sigmoid's primitive) and its JVP
 //   jax/_src/ops/special.py         logsumexp (re-exported as jax.nn.logsumexp)
 //   optax/losses/_classification.py softmax_cross_entropy_with_integer_labels
 //
-// Two element-wise primitives that ops.h lacks are defined here: erfc (for the exact gelu,
-// which JAX writes with lax.erfc) and cos (for optax's cosine_decay_schedule in optim.cpp,
-// through internal::cos_for_schedules).
+// Three element-wise primitives that ops.h lacks are defined here: logistic (sigmoid is
+// lax.logistic, one primitive in JAX too), erfc (for the exact gelu, which JAX writes with
+// lax.erfc) and cos (for optax's cosine_decay_schedule in optim.cpp, through
+// internal::cos_for_schedules).
 //
 // Dimension legend: B batch, K classes, ... any leading dimensions.
 #include <cmath>
@@ -50,6 +52,28 @@ std::vector<Buffer> map_floating(const Buffer& in, Fn fn) {
   });
   return {out};
 }
+
+// lax.logistic: 1 / (1 + exp(-x)), the expression lax.py's logistic_impl lowers it to on
+// CPU, evaluated in the compute type (f32 for bf16/f16, rounded once). VJP: the transpose of
+// lax.py's default JVP g * (ans * (1 - ans)).
+const ir::Primitive* kLogistic = ir::register_primitive({
+    "logistic",
+    [](const std::vector<ir::AbstractValue>& in, const ir::Params&) {
+      return floating_unary_type("logistic", in);
+    },
+    [](const std::vector<const Buffer*>& in, const ir::Params&) {
+      return map_floating(*in[0], [](auto v) {
+        using T = decltype(v);
+        return T(1) / (T(1) + std::exp(-v));
+      });
+    },
+    [](const ir::VjpArgs& args) {
+      // ans, ct: [...]
+      const Array& ans = args.outputs[0];
+      const Array& ct = args.output_cotangents[0];
+      return std::vector<Array>{ct * (ans * (1.0 - ans))};
+    },
+});
 
 // lax.erfc. VJP (jax/_src/lax/special.py): d erfc(x)/dx = -2/sqrt(pi) exp(-x^2).
 const ir::Primitive* kErfc = ir::register_primitive({
@@ -123,6 +147,18 @@ Array gelu(const Array& x_in, bool approximate) {
   }
   const Array sqrt_half = scalar_like(x, std::sqrt(0.5));
   return 0.5 * x * erfc_of(-x * sqrt_half);
+}
+
+// jax.nn.sigmoid: lax.logistic(x) itself, so integer inputs are refused, as lax refuses them.
+Array sigmoid(const Array& x) {
+  // x: [...]
+  return ir::bind1(*kLogistic, {x});
+}
+
+// jax.nn.silu (alias swish): x * sigmoid(x); its gradient comes from mul's and logistic's.
+Array silu(const Array& x) {
+  // x: [...]
+  return x * sigmoid(x);
 }
 
 // jax.nn.logsumexp over one axis: the max is taken out (and replaced by 0 where it is not
