@@ -353,19 +353,26 @@ void scatter_conv(const Buffer& lhs, const Buffer& rhs, const ConvParams& p, Buf
   sums.finish();
 }
 
+// A gemm kernel's zero-filled output of `type`, OpenBLAS set up for the gemms that sum into it.
+Buffer gemm_output(const ir::AbstractValue& type) {
+  use_single_threaded_blas();
+  return Buffer::allocate(type.dtype, type.shape);
+}
+
+// Whether a kernel's sums are all empty: an output, lhs or rhs without elements (the
+// zero-filled output is then the answer).
+bool has_no_products(const Buffer& out, const Buffer& lhs, const Buffer& rhs) {
+  return out.num_elements() == 0 || lhs.num_elements() == 0 || rhs.num_elements() == 0;
+}
+
 bool is_lhs_dilated(const ConvParams& p) {
   return std::any_of(p.lhs_dilation.begin(), p.lhs_dilation.end(), [](int64_t d) { return d > 1; });
 }
 
 // An lhs-dilated input goes through the scatter formulation, any other through im2col.
 Buffer conv_kernel(const Buffer& lhs, const Buffer& rhs, const ConvParams& p) {
-  use_single_threaded_blas();
-  const ir::AbstractValue out_type =
-      conv_abstract_eval({lhs.dtype, lhs.shape}, {rhs.dtype, rhs.shape}, p);
-  Buffer out = Buffer::allocate(out_type.dtype, out_type.shape);  // zero-filled
-  if (out.num_elements() == 0 || lhs.num_elements() == 0 || rhs.num_elements() == 0) {
-    return out;  // empty sums
-  }
+  Buffer out = gemm_output(conv_abstract_eval({lhs.dtype, lhs.shape}, {rhs.dtype, rhs.shape}, p));
+  if (has_no_products(out, lhs, rhs)) return out;
   dispatch_float(lhs.dtype, [&](auto element) {
     using Element = decltype(element);
     if (is_lhs_dilated(p)) {
@@ -528,13 +535,9 @@ std::vector<Array> transpose_rhs_vjp(const ir::VjpArgs& args) {
 }
 
 Buffer transpose_rhs_buffer(const Buffer& lhs, const Buffer& g, const ir::Params& params) {
-  use_single_threaded_blas();
-  const ir::AbstractValue out_type =
-      transpose_rhs_abstract_eval({lhs.dtype, lhs.shape}, {g.dtype, g.shape}, params);
-  Buffer rhs_ct = Buffer::allocate(out_type.dtype, out_type.shape);  // zero-filled
-  if (rhs_ct.num_elements() == 0 || lhs.num_elements() == 0 || g.num_elements() == 0) {
-    return rhs_ct;  // empty sums
-  }
+  Buffer rhs_ct =
+      gemm_output(transpose_rhs_abstract_eval({lhs.dtype, lhs.shape}, {g.dtype, g.shape}, params));
+  if (has_no_products(rhs_ct, lhs, g)) return rhs_ct;
   dispatch_float(lhs.dtype, [&](auto element) {
     transpose_rhs_kernel<decltype(element)>(lhs, g, ConvParams::from(params), rhs_ct);
   });
