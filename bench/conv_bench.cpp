@@ -2,12 +2,16 @@
 // CNNs (batch 32, 28x28x1 input), one thread each (OpenBLAS single-threaded as the engine sets
 // it, torch::set_num_threads(1)):
 //   Forward   the engine's conv op (im2col + sgemm) vs at::conv2d
-//   Backward  the engine's conv VJP rule, run eagerly: both cotangent convs (input and kernel)
-//             with their rev/transposes, vs at::convolution_backward for input and weight
+//   Backward        the engine's conv VJP rule, run eagerly: both cotangents (input and
+//                   kernel), vs at::convolution_backward for input and weight
+//   BackwardInput   the input's cotangent alone (the VJP asked for input 0 only), vs
+//                   at::convolution_backward with output_mask {true, false, false}
+//   BackwardKernel  the kernel's cotangent alone, vs output_mask {false, true, false}
 // Torch runs first for each shape and pass; the engine benchmark that follows reports counter
 // engine_over_torch = engine time / torch time (below 1: the engine is faster). Before timing,
 // each engine benchmark checks its results against LibTorch's (max_rel_diff), so that both
-// time the same work.
+// time the same work. With --benchmark_repetitions, each engine repetition is divided by the
+// median of LibTorch's repetitions of the same pass and shape.
 //
 // Padding is symmetric (lo = hi), as at::conv2d takes it: 1 for the 3x3 kernels (what "SAME"
 // gives at stride 1; at stride 2 on 28x28, "SAME" would be (0, 1) and PyTorch models use
@@ -107,26 +111,40 @@ pe::Array engine_forward(const Operands& o, const ConvShape& s) {
                                   {{s.padding, s.padding}, {s.padding, s.padding}});
 }
 
-// The conv primitive's VJP rule on concrete arrays: it runs eagerly, op by op.
+// Which cotangents a backward pass computes: the input's (0), the kernel's (1), or both.
+struct BackwardPass {
+  std::string name;
+  bool input;
+  bool kernel;
+};
+
+const std::vector<BackwardPass>& backward_passes() {
+  static const std::vector<BackwardPass> all = {
+      {"Backward", true, true}, {"BackwardInput", true, false}, {"BackwardKernel", false, true}};
+  return all;
+}
+
+// The conv primitive's VJP rule on concrete arrays: it runs eagerly, op by op. An entry is
+// invalid where the pass does not ask for that cotangent.
 std::vector<pe::Array> engine_backward(const Operands& o, const ConvShape& s,
-                                       const pe::Array& forward) {
+                                       const pe::Array& forward, const BackwardPass& pass) {
   static const pe::ir::Primitive& conv = pe::ir::find_primitive("conv_general_dilated");
   const std::vector<pe::Array> inputs = {o.x, o.w};
   const std::vector<pe::Array> outputs = {forward};
   const pe::ir::Params params = conv_params(s);
   const std::vector<pe::Array> cotangents = {o.g};
-  return conv.vjp({inputs, outputs, params, cotangents});
+  return conv.vjp({inputs, outputs, params, cotangents, {pass.input, pass.kernel}});
 }
 
 torch::Tensor torch_forward(const Operands& o, const ConvShape& s) {
   return at::conv2d(o.tx, o.tw, {}, {s.stride, s.stride}, {s.padding, s.padding});
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> torch_backward(const Operands& o,
-                                                              const ConvShape& s) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> torch_backward(const Operands& o, const ConvShape& s,
+                                                              const BackwardPass& pass) {
   return at::convolution_backward(o.tg, o.tx, o.tw, c10::nullopt, {s.stride, s.stride},
                                   {s.padding, s.padding}, {1, 1}, false, {0, 0}, 1,
-                                  {true, true, false});
+                                  {pass.input, pass.kernel, false});
 }
 
 // The largest |engine - torch| / (1 + max |torch|), torch's tensor brought to the engine's
@@ -146,10 +164,17 @@ double max_rel_diff(const pe::Array& engine, const torch::Tensor& torch_nchw_lik
   return worst / (1.0 + scale);
 }
 
-// Seconds per iteration of each LibTorch run, by "<pass>/<shape>", for the engine's ratio.
-std::map<std::string, double>& torch_seconds() {
-  static std::map<std::string, double> seconds;
+// Seconds per iteration of each LibTorch repetition, by "<pass>/<shape>", for the engine's
+// ratio.
+std::map<std::string, std::vector<double>>& torch_seconds() {
+  static std::map<std::string, std::vector<double>> seconds;
   return seconds;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t half = values.size() / 2;
+  return values.size() % 2 == 1 ? values[half] : (values[half - 1] + values[half]) / 2;
 }
 
 // Runs `body` for every iteration of `state`; returns the wall time per iteration.
@@ -164,8 +189,8 @@ double timed_loop(benchmark::State& state, Body&& body) {
 
 void report_ratio(benchmark::State& state, const std::string& key, double engine_seconds) {
   auto torch = torch_seconds().find(key);
-  if (torch != torch_seconds().end()) {
-    state.counters["engine_over_torch"] = engine_seconds / torch->second;
+  if (torch != torch_seconds().end() && !torch->second.empty()) {
+    state.counters["engine_over_torch"] = engine_seconds / median(torch->second);
   }
 }
 
@@ -173,8 +198,8 @@ constexpr double kAgreement = 1e-5;  // f32 sums of up to 25088 products in othe
 
 void BM_TorchForward(benchmark::State& state, const ConvShape& s) {
   const Operands o = make_operands(s);
-  torch_seconds()["Forward/" + s.name] =
-      timed_loop(state, [&] { benchmark::DoNotOptimize(torch_forward(o, s).data_ptr<float>()); });
+  torch_seconds()["Forward/" + s.name].push_back(
+      timed_loop(state, [&] { benchmark::DoNotOptimize(torch_forward(o, s).data_ptr<float>()); }));
 }
 
 void BM_EngineForward(benchmark::State& state, const ConvShape& s) {
@@ -192,31 +217,34 @@ void BM_EngineForward(benchmark::State& state, const ConvShape& s) {
   report_ratio(state, "Forward/" + s.name, seconds);
 }
 
-void BM_TorchBackward(benchmark::State& state, const ConvShape& s) {
+void BM_TorchBackward(benchmark::State& state, const ConvShape& s, const BackwardPass& pass) {
   const Operands o = make_operands(s);
-  torch_seconds()["Backward/" + s.name] = timed_loop(state, [&] {
-    auto grads = torch_backward(o, s);
-    benchmark::DoNotOptimize(std::get<0>(grads).data_ptr<float>());
-  });
+  torch_seconds()[pass.name + "/" + s.name].push_back(timed_loop(state, [&] {
+    auto grads = torch_backward(o, s, pass);
+    benchmark::DoNotOptimize(grads);
+  }));
 }
 
-void BM_EngineBackward(benchmark::State& state, const ConvShape& s) {
+void BM_EngineBackward(benchmark::State& state, const ConvShape& s, const BackwardPass& pass) {
   const Operands o = make_operands(s);
   const pe::Array forward = engine_forward(o, s);
-  const std::vector<pe::Array> grads = engine_backward(o, s, forward);
-  const auto expected = torch_backward(o, s);
-  const double diff = std::max(max_rel_diff(grads[0], std::get<0>(expected), {0, 2, 3, 1}),
-                               max_rel_diff(grads[1], std::get<1>(expected), {2, 3, 1, 0}));
+  const std::vector<pe::Array> grads = engine_backward(o, s, forward, pass);
+  const auto expected = torch_backward(o, s, pass);
+  double diff = 0;
+  if (pass.input) diff = max_rel_diff(grads[0], std::get<0>(expected), {0, 2, 3, 1});
+  if (pass.kernel) {
+    diff = std::max(diff, max_rel_diff(grads[1], std::get<1>(expected), {2, 3, 1, 0}));
+  }
   state.counters["max_rel_diff"] = diff;
   if (diff > kAgreement) {
     state.SkipWithError("engine and LibTorch convolution gradients disagree");
     return;
   }
   const double seconds = timed_loop(state, [&] {
-    std::vector<pe::Array> result = engine_backward(o, s, forward);
+    std::vector<pe::Array> result = engine_backward(o, s, forward, pass);
     benchmark::DoNotOptimize(result);
   });
-  report_ratio(state, "Backward/" + s.name, seconds);
+  report_ratio(state, pass.name + "/" + s.name, seconds);
 }
 
 // Torch before the engine for each shape and pass, so the engine's ratio finds its time.
@@ -224,14 +252,17 @@ void register_benchmarks() {
   use_single_threaded_blas();
   torch::set_num_threads(1);
   add_blas_context();
+  auto add = [](const std::string& name, auto fn, auto... args) {
+    benchmark::RegisterBenchmark(name.c_str(), fn, args...)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  };
   for (const ConvShape& s : shapes()) {
-    for (auto [name, fn] : {std::pair{"BM_TorchForward/", BM_TorchForward},
-                            std::pair{"BM_EngineForward/", BM_EngineForward},
-                            std::pair{"BM_TorchBackward/", BM_TorchBackward},
-                            std::pair{"BM_EngineBackward/", BM_EngineBackward}}) {
-      benchmark::RegisterBenchmark((name + s.name).c_str(), fn, s)
-          ->UseRealTime()
-          ->Unit(benchmark::kMicrosecond);
+    add("BM_TorchForward/" + s.name, BM_TorchForward, s);
+    add("BM_EngineForward/" + s.name, BM_EngineForward, s);
+    for (const BackwardPass& pass : backward_passes()) {
+      add("BM_Torch" + pass.name + "/" + s.name, BM_TorchBackward, s, pass);
+      add("BM_Engine" + pass.name + "/" + s.name, BM_EngineBackward, s, pass);
     }
   }
 }

@@ -53,6 +53,20 @@ void matrix_multiply(const char* op, const double* a, const double* b, double* c
               blas_int(op, n));
 }
 
+void accumulate_transposed_product(const char* op, const float* a, const float* b, float* c,
+                                   size_t m, size_t n, size_t k) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(op, m), blas_int(op, n),
+              blas_int(op, k), 1.0f, a, blas_int(op, m), b, blas_int(op, n), 1.0f, c,
+              blas_int(op, n));
+}
+
+void accumulate_transposed_product(const char* op, const double* a, const double* b, double* c,
+                                   size_t m, size_t n, size_t k) {
+  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(op, m), blas_int(op, n),
+              blas_int(op, k), 1.0, a, blas_int(op, m), b, blas_int(op, n), 1.0, c,
+              blas_int(op, n));
+}
+
 void matrix_multiply(const char*, const int32_t* a, const int32_t* b, int32_t* c, size_t m,
                      size_t n, size_t k) {
   integer_matrix_multiply(a, b, c, m, n, k);

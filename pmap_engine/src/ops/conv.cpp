@@ -1,5 +1,6 @@
-// conv_general_dilated (lax.conv_general_dilated) for flax.linen.Conv's layout, its VJP, and the
-// lax.rev primitive the VJP flips the kernel with. Source modelled: jax-ml/jax commit cec06d1,
+// conv_general_dilated (lax.conv_general_dilated) for flax.linen.Conv's layout, its VJP, the
+// lax.rev primitive the VJP flips the kernel with, and conv_general_dilated_transpose_rhs, the
+// kernel's cotangent as one primitive. Source modelled: jax-ml/jax commit cec06d1,
 // jax/_src/lax/convolution.py.
 //
 // Layout (dimension_numbers ("NHWC", "HWIO", "NHWC"), the only one supported):
@@ -7,14 +8,20 @@
 //   H' = stride_dim(dilate(H, lhs_dilation) + lo + hi, dilate(KH, rhs_dilation), stride)
 // (ops/window_geometry.h). Params: window_strides (sh, sw), padding (lo_h, hi_h, lo_w, hi_w),
 // lhs_dilation, rhs_dilation. Padding may be negative (the kernel's VJP needs that).
+// feature_group_count is 1 (one group: one gemm per chunk of images below).
 //
-// Kernel: im2col + one gemm per chunk of images. Each output position (b, h', w') becomes a
-// row of the patch matrix holding its window's inputs in (kh, kw, c) order, zeros for padding
-// and dilation holes: patches [B * H' * W', KH * KW * C]. The HWIO kernel is already the
-// row-major matrix [KH * KW * C, O], so patches @ kernel is [B * H' * W', O], the NHWC output
-// itself. The gemm is ops/blas.h's (single-threaded OpenBLAS, as dot_general): f32 sgemm,
-// f64 dgemm, bf16/f16 converted to f32 on the way into the patches, sgemm, and rounded to
-// nearest even once per output element (as dot_general does).
+// Kernels, each one gemm per chunk of images on ops/blas.h's single-threaded OpenBLAS (as
+// dot_general): f32 sgemm, f64 dgemm, bf16/f16 converted to f32 on the way in, summed in f32
+// and rounded to nearest even once per output element (as dot_general does).
+//   im2col   (conv, lhs not dilated) each output position (b, h', w') becomes a row of the
+//            patch matrix holding its window's inputs in (kh, kw, c) order, zeros for padding
+//            and dilation holes: patches [B * H' * W', KH * KW * C]. The HWIO kernel is already
+//            the row-major matrix [KH * KW * C, O], so patches @ kernel is [B * H' * W', O],
+//            the NHWC output itself.
+//   scatter  (conv, lhs dilated: the input's cotangent) the gemm of the undilated input rows
+//            with the kernel, then col2im adds each row's columns into the output positions
+//            they reach; no zero of the dilation is multiplied (essay below).
+//   kernel's cotangent  patches^T @ g: the forward's patch matrix, transposed into the gemm.
 #include <algorithm>
 #include <array>
 #include <string>
@@ -32,6 +39,7 @@ namespace pmap_engine {
 namespace {
 
 constexpr const char* kConvName = "conv_general_dilated";
+constexpr const char* kConvTransposeRhsName = "conv_general_dilated_transpose_rhs";
 
 // Patch matrices are built for as many images at a time as fit in this many elements (16 MiB
 // in f32), so that a large batch does not need its whole im2col matrix in memory at once while
@@ -163,67 +171,258 @@ void fill_patches(const typename Element::Storage* image, const Shape& lhs_shape
   }
 }
 
-Buffer conv_kernel(const Buffer& lhs, const Buffer& rhs, const ConvParams& p) {
-  use_single_threaded_blas();
-  const ir::AbstractValue out_type =
-      conv_abstract_eval({lhs.dtype, lhs.shape}, {rhs.dtype, rhs.shape}, p);
-  Buffer out = Buffer::allocate(out_type.dtype, out_type.shape);  // zero-filled
+// `count` elements from `data` in the compute type: `data` itself for f32/f64, else converted
+// into `scratch`.
+template <typename Element>
+const typename Element::Compute* as_compute(const typename Element::Storage* data, size_t count,
+                                            std::vector<typename Element::Compute>& scratch) {
+  if constexpr (std::is_same_v<typename Element::Storage, typename Element::Compute>) {
+    return data;
+  } else {
+    scratch.resize(count);
+    for (size_t i = 0; i < count; ++i) scratch[i] = Element::load(data[i]);
+    return scratch.data();
+  }
+}
+
+// Where a kernel sums: the output buffer itself for f32/f64; for bf16/f16 an f32 accumulator
+// that finish() rounds into the output once per element.
+template <typename Element>
+class Accumulator {
+ public:
+  using Storage = typename Element::Storage;
+  using Compute = typename Element::Compute;
+  static constexpr bool kInPlace = std::is_same_v<Storage, Compute>;
+
+  explicit Accumulator(Buffer& out) : out_(out.data<Storage>()), num_elements_(out.num_elements()) {
+    if constexpr (!kInPlace) sums_.assign(num_elements_, Compute{0});
+  }
+  Compute* data() {
+    if constexpr (kInPlace) {
+      return out_;
+    } else {
+      return sums_.data();
+    }
+  }
+  void finish() {
+    if constexpr (!kInPlace) {
+      for (size_t i = 0; i < num_elements_; ++i) out_[i] = Element::store(sums_[i]);
+    }
+  }
+
+ private:
+  Storage* out_;
+  size_t num_elements_;
+  std::vector<Compute> sums_;
+};
+
+// How many of `batch` images a chunk holds when each needs `elements_per_image` of scratch.
+size_t images_per_chunk(size_t batch, size_t elements_per_image) {
+  return std::clamp<size_t>(kPatchChunkElements / std::max<size_t>(elements_per_image, 1), 1,
+                            batch);
+}
+
+// The im2col formulation: lhs [B, H, W, C], rhs [KH, KW, C, O] -> out [B, H', W', O].
+template <typename Element>
+void im2col_conv(const Buffer& lhs, const Buffer& rhs, const ConvParams& p, Buffer& out) {
+  using Storage = typename Element::Storage;
+  using Compute = typename Element::Compute;
   const size_t batch = static_cast<size_t>(lhs.shape[0]);
-  const int64_t out_h = out_type.shape[1], out_w = out_type.shape[2];
+  const int64_t out_h = out.shape[1], out_w = out.shape[2];
   const size_t rows_per_image = static_cast<size_t>(out_h * out_w);
   const size_t depth = static_cast<size_t>(rhs.shape[0] * rhs.shape[1] * rhs.shape[2]);  // K
   const size_t features = static_cast<size_t>(rhs.shape[3]);                             // O
-  if (batch == 0 || rows_per_image == 0 || features == 0 || depth == 0) return out;  // empty sum
   const std::vector<int64_t> taps_h = p.dim(0, lhs.shape[1], rhs.shape[0]).taps();
   const std::vector<int64_t> taps_w = p.dim(1, lhs.shape[2], rhs.shape[1]).taps();
   const size_t image_elements = static_cast<size_t>(lhs.shape[1] * lhs.shape[2] * lhs.shape[3]);
-  const size_t images_per_chunk =
-      std::clamp<size_t>(kPatchChunkElements / (rows_per_image * depth), 1, batch);
+  const size_t chunk = images_per_chunk(batch, rows_per_image * depth);
+  // The kernel as the matrix [K, O] in the compute type: the buffer itself for f32/f64.
+  std::vector<Compute> converted_kernel;
+  const Compute* kernel_matrix =
+      as_compute<Element>(rhs.data<Storage>(), rhs.num_elements(), converted_kernel);
+  std::vector<Compute> patches(chunk * rows_per_image * depth);
+  std::vector<Compute> product(Accumulator<Element>::kInPlace ? 0
+                                                              : chunk * rows_per_image * features);
+  const auto* input = lhs.data<Storage>();
+  auto* output = out.data<Storage>();
+  for (size_t first = 0; first < batch; first += chunk) {
+    const size_t images = std::min(chunk, batch - first);
+    for (size_t i = 0; i < images; ++i) {
+      fill_patches<Element>(input + (first + i) * image_elements, lhs.shape, rhs.shape, taps_h,
+                            taps_w, out_h, out_w, patches.data() + i * rows_per_image * depth);
+    }
+    const size_t rows = images * rows_per_image;
+    Storage* chunk_output = output + first * rows_per_image * features;
+    if constexpr (Accumulator<Element>::kInPlace) {
+      matrix_multiply(kConvName, patches.data(), kernel_matrix, chunk_output, rows, features,
+                      depth);
+    } else {
+      matrix_multiply(kConvName, patches.data(), kernel_matrix, product.data(), rows, features,
+                      depth);
+      for (size_t i = 0; i < rows * features; ++i) chunk_output[i] = Element::store(product[i]);
+    }
+  }
+}
 
+// --- the scatter (col2im) formulation, for an lhs-dilated input ---
+//
+// With lhs dilation (d_h, d_w), only one in d_h * d_w positions of the dilated input holds an
+// element, so im2col's patch matrix is mostly zeros. This is the input gradient's case:
+// _conv_general_dilated_transpose_lhs convolves the cotangent dilated by the forward strides
+// (3 zeros in 4 at stride 2, 15 in 16 at stride 4). The scatter formulation walks the
+// undilated input instead:
+//   columns  [B * H * W, KH * KW * O]: row (b, ih, iw) holds, for each tap (kh, kw) and output
+//            feature o, sum_c lhs[b, ih, iw, c] * rhs[kh, kw, c, o]: one gemm of the input
+//            rows [B * H * W, C] with the kernel regrouped as [C, KH * KW * O] (for the input
+//            gradient: cotangent x kernel^T, the kernel being flipped with C and O swapped);
+//   target   the output position input row ih reaches through tap kh: the oh with
+//            oh * stride + kh * rhs_dilation - lo == ih * lhs_dilation, when that is a whole
+//            number in [0, H'), else none (WindowDim::targets(), the inverse of taps()).
+// col2im adds each column block [O] into its target position. im2col and col2im form the same
+// products of input and kernel elements (col2im skips only the zeros), so the sums are equal
+// up to their order.
+
+// One image's col2im: columns [H * W, KH * KW * O] added into image_out [H', W', O].
+template <typename Compute>
+void col2im(const Compute* columns, const Shape& lhs_shape, const Shape& rhs_shape,
+            const std::vector<int64_t>& targets_h, const std::vector<int64_t>& targets_w,
+            int64_t out_w, Compute* image_out) {
+  const int64_t height = lhs_shape[1], width = lhs_shape[2];
+  const int64_t kernel_h = rhs_shape[0], kernel_w = rhs_shape[1], features = rhs_shape[3];
+  const int64_t column_width = kernel_h * kernel_w * features;
+  for (int64_t ih = 0; ih < height; ++ih) {
+    for (int64_t iw = 0; iw < width; ++iw) {
+      const Compute* column = columns + (ih * width + iw) * column_width;
+      for (int64_t kh = 0; kh < kernel_h; ++kh) {
+        const int64_t oh = targets_h[static_cast<size_t>(ih * kernel_h + kh)];
+        if (oh < 0) continue;
+        for (int64_t kw = 0; kw < kernel_w; ++kw) {
+          const int64_t ow = targets_w[static_cast<size_t>(iw * kernel_w + kw)];
+          if (ow < 0) continue;
+          const Compute* block = column + (kh * kernel_w + kw) * features;
+          Compute* target = image_out + (oh * out_w + ow) * features;
+          for (int64_t o = 0; o < features; ++o) target[o] += block[o];
+        }
+      }
+    }
+  }
+}
+
+// lhs [B, H, W, C] (lhs-dilated by p), rhs [KH, KW, C, O] -> out [B, H', W', O].
+template <typename Element>
+void scatter_conv(const Buffer& lhs, const Buffer& rhs, const ConvParams& p, Buffer& out) {
+  using Storage = typename Element::Storage;
+  using Compute = typename Element::Compute;
+  const size_t batch = static_cast<size_t>(lhs.shape[0]);
+  const size_t rows_per_image = static_cast<size_t>(lhs.shape[1] * lhs.shape[2]);  // H * W
+  const size_t channels = static_cast<size_t>(lhs.shape[3]);                       // C
+  const size_t taps = static_cast<size_t>(rhs.shape[0] * rhs.shape[1]);            // KH * KW
+  const size_t features = static_cast<size_t>(rhs.shape[3]);                       // O
+  const size_t column_width = taps * features;
+  const size_t out_image_elements = static_cast<size_t>(out.shape[1] * out.shape[2]) * features;
+  const std::vector<int64_t> targets_h = p.dim(0, lhs.shape[1], rhs.shape[0]).targets();
+  const std::vector<int64_t> targets_w = p.dim(1, lhs.shape[2], rhs.shape[1]).targets();
+  // rhs [KH * KW, C, O] regrouped as [C, KH * KW * O].
+  std::vector<Compute> regrouped(channels * column_width);
+  const Storage* kernel = rhs.data<Storage>();
+  for (size_t tap = 0; tap < taps; ++tap) {
+    for (size_t c = 0; c < channels; ++c) {
+      for (size_t o = 0; o < features; ++o) {
+        regrouped[c * column_width + tap * features + o] =
+            Element::load(kernel[(tap * channels + c) * features + o]);
+      }
+    }
+  }
+  const size_t chunk = images_per_chunk(batch, rows_per_image * column_width);
+  std::vector<Compute> columns(chunk * rows_per_image * column_width);
+  std::vector<Compute> converted_input;
+  Accumulator<Element> sums(out);
+  const auto* input = lhs.data<Storage>();
+  for (size_t first = 0; first < batch; first += chunk) {
+    const size_t images = std::min(chunk, batch - first);
+    const size_t rows = images * rows_per_image;
+    const Compute* input_rows = as_compute<Element>(input + first * rows_per_image * channels,
+                                                    rows * channels, converted_input);
+    matrix_multiply(kConvName, input_rows, regrouped.data(), columns.data(), rows, column_width,
+                    channels);
+    for (size_t i = 0; i < images; ++i) {
+      col2im(columns.data() + i * rows_per_image * column_width, lhs.shape, rhs.shape, targets_h,
+             targets_w, out.shape[2], sums.data() + (first + i) * out_image_elements);
+    }
+  }
+  sums.finish();
+}
+
+// A gemm kernel's zero-filled output of `type`, OpenBLAS set up for the gemms that sum into it.
+Buffer gemm_output(const ir::AbstractValue& type) {
+  use_single_threaded_blas();
+  return Buffer::allocate(type.dtype, type.shape);
+}
+
+// Whether a kernel's sums are all empty: an output, lhs or rhs without elements (the
+// zero-filled output is then the answer).
+bool has_no_products(const Buffer& out, const Buffer& lhs, const Buffer& rhs) {
+  return out.num_elements() == 0 || lhs.num_elements() == 0 || rhs.num_elements() == 0;
+}
+
+bool is_lhs_dilated(const ConvParams& p) {
+  return std::any_of(p.lhs_dilation.begin(), p.lhs_dilation.end(), [](int64_t d) { return d > 1; });
+}
+
+// An lhs-dilated input goes through the scatter formulation, any other through im2col.
+Buffer conv_kernel(const Buffer& lhs, const Buffer& rhs, const ConvParams& p) {
+  Buffer out = gemm_output(conv_abstract_eval({lhs.dtype, lhs.shape}, {rhs.dtype, rhs.shape}, p));
+  if (has_no_products(out, lhs, rhs)) return out;
   dispatch_float(lhs.dtype, [&](auto element) {
     using Element = decltype(element);
-    using Storage = typename Element::Storage;
-    using Compute = typename Element::Compute;
-    constexpr bool kComputesInStorage = std::is_same_v<Storage, Compute>;
-    // The kernel as the matrix [K, O] in the compute type: the buffer itself for f32/f64.
-    std::vector<Compute> converted_kernel;
-    const Compute* kernel_matrix = nullptr;
-    if constexpr (kComputesInStorage) {
-      kernel_matrix = rhs.data<Storage>();
+    if (is_lhs_dilated(p)) {
+      scatter_conv<Element>(lhs, rhs, p, out);
     } else {
-      converted_kernel.resize(rhs.num_elements());
-      const auto* source = rhs.data<Storage>();
-      for (size_t i = 0; i < converted_kernel.size(); ++i) {
-        converted_kernel[i] = Element::load(source[i]);
-      }
-      kernel_matrix = converted_kernel.data();
-    }
-    std::vector<Compute> patches(images_per_chunk * rows_per_image * depth);
-    std::vector<Compute> product(kComputesInStorage ? 0
-                                                    : images_per_chunk * rows_per_image * features);
-    const auto* input = lhs.data<Storage>();
-    auto* output = out.data<Storage>();
-    for (size_t first = 0; first < batch; first += images_per_chunk) {
-      const size_t images = std::min(images_per_chunk, batch - first);
-      for (size_t i = 0; i < images; ++i) {
-        fill_patches<Element>(input + (first + i) * image_elements, lhs.shape, rhs.shape, taps_h,
-                              taps_w, out_h, out_w, patches.data() + i * rows_per_image * depth);
-      }
-      const size_t rows = images * rows_per_image;
-      Compute* destination = nullptr;
-      if constexpr (kComputesInStorage) {
-        destination = output + first * rows_per_image * features;
-      } else {
-        destination = product.data();
-      }
-      matrix_multiply(kConvName, patches.data(), kernel_matrix, destination, rows, features, depth);
-      if constexpr (!kComputesInStorage) {
-        Storage* chunk_output = output + first * rows_per_image * features;
-        for (size_t i = 0; i < rows * features; ++i) chunk_output[i] = Element::store(product[i]);
-      }
+      im2col_conv<Element>(lhs, rhs, p, out);
     }
   });
   return out;
+}
+
+// --- the kernel's cotangent (conv_general_dilated_transpose_rhs) ---
+//
+// rhs_ct[kh, kw, c, o] = sum over (b, h', w') of patches[(b, h', w'), (kh, kw, c)] *
+// g[(b, h', w'), o], where patches is the forward's im2col of lhs (fill_patches, same
+// geometry): rhs_ct = patches^T @ g, [KH * KW * C, O], which is HWIO itself. One gemm per chunk
+// of images, each adding its images' share (feature_group_count is 1: one group).
+// lhs [B, H, W, C], g [B, H', W', O] -> rhs_ct [KH, KW, C, O]
+template <typename Element>
+void transpose_rhs_kernel(const Buffer& lhs, const Buffer& g, const ConvParams& p, Buffer& rhs_ct) {
+  using Storage = typename Element::Storage;
+  using Compute = typename Element::Compute;
+  const Shape& rhs_shape = rhs_ct.shape;
+  const size_t batch = static_cast<size_t>(lhs.shape[0]);
+  const int64_t out_h = g.shape[1], out_w = g.shape[2];
+  const size_t rows_per_image = static_cast<size_t>(out_h * out_w);
+  const size_t depth = static_cast<size_t>(rhs_shape[0] * rhs_shape[1] * rhs_shape[2]);  // K
+  const size_t features = static_cast<size_t>(rhs_shape[3]);                             // O
+  const std::vector<int64_t> taps_h = p.dim(0, lhs.shape[1], rhs_shape[0]).taps();
+  const std::vector<int64_t> taps_w = p.dim(1, lhs.shape[2], rhs_shape[1]).taps();
+  const size_t image_elements = static_cast<size_t>(lhs.shape[1] * lhs.shape[2] * lhs.shape[3]);
+  const size_t chunk = images_per_chunk(batch, rows_per_image * depth);
+  std::vector<Compute> patches(chunk * rows_per_image * depth);
+  std::vector<Compute> converted_g;
+  Accumulator<Element> sums(rhs_ct);
+  const auto* input = lhs.data<Storage>();
+  const auto* cotangent = g.data<Storage>();
+  for (size_t first = 0; first < batch; first += chunk) {
+    const size_t images = std::min(chunk, batch - first);
+    for (size_t i = 0; i < images; ++i) {
+      fill_patches<Element>(input + (first + i) * image_elements, lhs.shape, rhs_shape, taps_h,
+                            taps_w, out_h, out_w, patches.data() + i * rows_per_image * depth);
+    }
+    const size_t rows = images * rows_per_image;
+    const Compute* g_rows = as_compute<Element>(cotangent + first * rows_per_image * features,
+                                                rows * features, converted_g);
+    accumulate_transposed_product(kConvTransposeRhsName, patches.data(), g_rows, sums.data(), depth,
+                                  features, rows);
+  }
+  sums.finish();
 }
 
 // --- rev[dimensions] (lax.rev): reverses the order of elements along `dimensions` ---
@@ -308,22 +507,67 @@ Array conv_transpose_lhs(const Array& g, const Array& lhs, const Array& rhs, con
   return conv_with(g, kernel, t);
 }
 
-// convolution.py _conv_general_dilated_transpose_rhs: the kernel's cotangent is the conv of the
-// input with the cotangent, the batch dimension contracted: JAX swaps batch and feature in the
-// dimension numbers (lhs "CHWN", the cotangent as kernel "HWNO", output "CHWO"); with the
-// NHWC-only primitive that is three transposes. Strided by rhs_dilation, lhs-dilated as the
-// forward, rhs-dilated by the forward strides, padded by _conv_general_vjp_rhs_padding.
+// conv_general_dilated_transpose_rhs[window_strides, padding, lhs_dilation, rhs_dilation,
+// rhs_shape]: the forward conv's params and its kernel's shape.
 // lhs [B, H, W, C], g [B, H', W', O] -> [KH, KW, C, O]
-Array conv_transpose_rhs(const Array& g, const Array& lhs, const Array& rhs, const ConvParams& p) {
-  const Array features_as_batch = transpose(lhs, {3, 1, 2, 0});  // [C, H, W, B]
-  const Array g_as_kernel = transpose(g, {1, 2, 0, 3});          // [H', W', B, O]
-  // The conv gives [C, KH, KW, O]; the transpose at the end makes it HWIO.
-  const ConvParams t{
-      p.rhs_dilation,
-      conv_general_vjp_rhs_padding(spatial(lhs, 1), spatial(rhs, 0), p.window_strides,
-                                   spatial(g, 1), p.padding, p.lhs_dilation, p.rhs_dilation),
-      p.lhs_dilation, p.window_strides};
-  return transpose(conv_with(features_as_batch, g_as_kernel, t), {1, 2, 0, 3});
+ir::AbstractValue transpose_rhs_abstract_eval(const ir::AbstractValue& lhs,
+                                              const ir::AbstractValue& g,
+                                              const ir::Params& params) {
+  const ir::AbstractValue rhs{lhs.dtype, params.ints("rhs_shape")};
+  const ir::AbstractValue out = conv_abstract_eval(lhs, rhs, ConvParams::from(params));
+  if (g.dtype != lhs.dtype || g.shape != out.shape) {
+    throw EngineError(std::string(kConvTransposeRhsName) + ": the cotangent must be the conv's " +
+                      type_of(out) + " for lhs " + type_of(lhs) + " and rhs " + type_of(rhs) +
+                      ", got " + type_of(g));
+  }
+  return rhs;
+}
+
+// Linear in each operand: with rhs_ct's cotangent ct, <ct, transpose_rhs(lhs, g)> =
+// <conv(lhs, ct), g>, so lhs gets conv_transpose_lhs(g, ct) and g gets conv(lhs, ct).
+std::vector<Array> transpose_rhs_vjp(const ir::VjpArgs& args) {
+  const Array& lhs = args.inputs[0];
+  const Array& g = args.inputs[1];
+  const Array& ct = args.output_cotangents[0];  // [KH, KW, C, O]
+  const ConvParams p = ConvParams::from(args.params);
+  return {args.needs(0) ? conv_transpose_lhs(g, lhs, ct, p) : Array(),
+          args.needs(1) ? conv_with(lhs, ct, p) : Array()};
+}
+
+Buffer transpose_rhs_buffer(const Buffer& lhs, const Buffer& g, const ir::Params& params) {
+  Buffer rhs_ct =
+      gemm_output(transpose_rhs_abstract_eval({lhs.dtype, lhs.shape}, {g.dtype, g.shape}, params));
+  if (has_no_products(rhs_ct, lhs, g)) return rhs_ct;
+  dispatch_float(lhs.dtype, [&](auto element) {
+    transpose_rhs_kernel<decltype(element)>(lhs, g, ConvParams::from(params), rhs_ct);
+  });
+  return rhs_ct;
+}
+
+const ir::Primitive* kConvTransposeRhs = ir::register_primitive({
+    kConvTransposeRhsName,
+    [](const std::vector<ir::AbstractValue>& inputs, const ir::Params& params) {
+      return std::vector<ir::AbstractValue>{
+          transpose_rhs_abstract_eval(inputs.at(0), inputs.at(1), params)};
+    },
+    [](const std::vector<const Buffer*>& inputs, const ir::Params& params) {
+      return std::vector<Buffer>{transpose_rhs_buffer(*inputs[0], *inputs[1], params)};
+    },
+    transpose_rhs_vjp,
+});
+
+// convolution.py _conv_general_dilated_transpose_rhs: the kernel's cotangent is the conv of the
+// input with the cotangent, the batch dimension contracted. JAX writes it as a
+// conv_general_dilated with batch and feature swapped in the dimension numbers (lhs "CHWN", the
+// cotangent as kernel "HWNO", output "CHWO"), strided by rhs_dilation, lhs-dilated as the
+// forward, rhs-dilated by the forward strides, padded by _conv_general_vjp_rhs_padding. The
+// NHWC-only conv primitive cannot take those dimension numbers (it would need three
+// transposes), so the engine binds the rule as one primitive with the forward's params and the
+// kernel's shape; its kernel (transpose_rhs_kernel) computes the same sums as im2col(lhs)^T @ g.
+// lhs [B, H, W, C], g [B, H', W', O] -> [KH, KW, C, O]
+Array conv_transpose_rhs(const Array& g, const Array& lhs, const Shape& rhs_shape,
+                         const ConvParams& p) {
+  return ir::bind1(*kConvTransposeRhs, {lhs, g}, p.params().set("rhs_shape", rhs_shape));
 }
 
 std::vector<Array> conv_vjp(const ir::VjpArgs& args) {
@@ -333,7 +577,7 @@ std::vector<Array> conv_vjp(const ir::VjpArgs& args) {
   const ConvParams p = ConvParams::from(args.params);
   // A layer's input needs no cotangent when it is the data (the first conv of a network).
   return {args.needs(0) ? conv_transpose_lhs(g, lhs, rhs, p) : Array(),
-          args.needs(1) ? conv_transpose_rhs(g, lhs, rhs, p) : Array()};
+          args.needs(1) ? conv_transpose_rhs(g, lhs, rhs.shape(), p) : Array()};
 }
 
 const ir::Primitive* kConv = ir::register_primitive({

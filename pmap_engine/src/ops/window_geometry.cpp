@@ -36,6 +36,19 @@ std::vector<int64_t> WindowDim::taps() const {
   return indices;
 }
 
+std::vector<int64_t> WindowDim::targets() const {
+  const std::vector<int64_t> read = taps();
+  std::vector<int64_t> targets(static_cast<size_t>(size * window), -1);
+  for (size_t slot = 0; slot < read.size(); ++slot) {
+    const int64_t in = read[slot];
+    if (in < 0) continue;
+    const int64_t out = static_cast<int64_t>(slot) / window,
+                  tap = static_cast<int64_t>(slot) % window;
+    targets[static_cast<size_t>(in * window + tap)] = out;
+  }
+  return targets;
+}
+
 namespace {
 
 // The dilated in, window and out sizes of dimension `d`.
@@ -75,24 +88,6 @@ std::vector<PadPair> conv_general_vjp_lhs_padding(const std::vector<int64_t>& in
     const int64_t before = s.rhs - padding[d].first - 1;
     const int64_t after = s.lhs + s.rhs - 1 - s.out - before;
     pads.emplace_back(before, after);
-  }
-  return pads;
-}
-
-std::vector<PadPair> conv_general_vjp_rhs_padding(const std::vector<int64_t>& in_shape,
-                                                  const std::vector<int64_t>& window_dimensions,
-                                                  const std::vector<int64_t>& window_strides,
-                                                  const std::vector<int64_t>& out_shape,
-                                                  const std::vector<PadPair>& padding,
-                                                  const std::vector<int64_t>& lhs_dilation,
-                                                  const std::vector<int64_t>& rhs_dilation) {
-  std::vector<PadPair> pads;
-  for (size_t d = 0; d < in_shape.size(); ++d) {
-    const DilatedSizes s = dilated_sizes(d, in_shape, window_dimensions, window_strides, out_shape,
-                                         lhs_dilation, rhs_dilation);
-    const int64_t pads_from_lhs = s.out - s.lhs;
-    const int64_t pads_from_rhs = s.rhs - padding[d].first - 1;
-    pads.emplace_back(padding[d].first, pads_from_lhs + pads_from_rhs);
   }
   return pads;
 }

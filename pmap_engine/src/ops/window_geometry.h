@@ -1,7 +1,7 @@
 // Window arithmetic shared by conv_general_dilated (conv.cpp) and the windowed reductions
 // (windowed_reductions.cpp), per spatial dimension, as lax defines it (jax-ml/jax commit
 // cec06d1, jax/_src/lax/lax.py _dilate_shape, jax/_src/core.py stride_dim,
-// jax/_src/lax/convolution.py _conv_general_vjp_lhs_padding / _conv_general_vjp_rhs_padding).
+// jax/_src/lax/convolution.py _conv_general_vjp_lhs_padding).
 //
 // Vocabulary, for one dimension of size `size`:
 //   base (lhs) dilation  d - 1 holes between neighbouring input elements: the input is read as
@@ -38,6 +38,10 @@ struct WindowDim {
   // taps()[out * window + tap]: the input index that window `out`'s tap `tap` reads, or -1
   // where it reads padding or a dilation hole.
   std::vector<int64_t> taps() const;
+  // targets()[in * window + tap]: the output index whose window reads input index `in` through
+  // tap `tap`, or -1 where none does (the inverse of taps(): a pair reaches at most one output,
+  // the one with out * stride + tap * window_dilation - lo == in * base_dilation).
+  std::vector<int64_t> targets() const;
 };
 
 // Padding as a primitive's params store it, flat (lo0, hi0, lo1, hi1, ...), back in pairs.
@@ -53,16 +57,6 @@ std::vector<PadPair> resolve_padding(const char* op, const Padding& padding,
 // The padding of the cotangent conv that gives the input's cotangent, per spatial dimension
 // (convolution.py _conv_general_vjp_lhs_padding; reduce_window_sum's transpose uses it too).
 std::vector<PadPair> conv_general_vjp_lhs_padding(const std::vector<int64_t>& in_shape,
-                                                  const std::vector<int64_t>& window_dimensions,
-                                                  const std::vector<int64_t>& window_strides,
-                                                  const std::vector<int64_t>& out_shape,
-                                                  const std::vector<PadPair>& padding,
-                                                  const std::vector<int64_t>& lhs_dilation,
-                                                  const std::vector<int64_t>& rhs_dilation);
-
-// The padding of the conv of the input with the cotangent that gives the kernel's cotangent
-// (convolution.py _conv_general_vjp_rhs_padding). The high side may be negative.
-std::vector<PadPair> conv_general_vjp_rhs_padding(const std::vector<int64_t>& in_shape,
                                                   const std::vector<int64_t>& window_dimensions,
                                                   const std::vector<int64_t>& window_strides,
                                                   const std::vector<int64_t>& out_shape,
