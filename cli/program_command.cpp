@@ -26,6 +26,7 @@ void register_program_command(CLI::App& app) {
   command->callback([arguments] {
     namespace pe = pmap_engine;
     CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
+    require_widths_model(spec, "parity program");
     const int64_t batch = spec.parallel.replicas * spec.data.per_replica_batch;
     const int64_t input_dim = spec.model.widths.front();
     pe::Tree params = cases::params_from_tensors(

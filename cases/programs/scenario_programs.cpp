@@ -77,6 +77,7 @@ pe::TreeFunction case_loss(const CaseSpec& spec) {
 }
 
 pe::Tree case_params(const CaseSpec& spec) {
+  require_widths_model(spec, "the engine's scenario programs");
   return params_from_tensors(init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
 }
 
@@ -137,6 +138,7 @@ void require_training_program(const CaseSpec& spec, const EngineProgram& program
 }
 
 std::optional<std::string> run_error_program(const CaseSpec& spec) {
+  require_widths_model(spec, "the engine's scenario programs");
   const EngineProgram& program = find_engine_program(spec.scenario.engine_program);
   if (program.kind != ProgramKind::kFailsBeforeTraining) {
     throw InternalError("engine program '" + program.name + "' is not an error program");

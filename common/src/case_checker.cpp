@@ -85,10 +85,17 @@ class CaseChecker {
   }
 
   void check_model() {
+    if (!spec_.model.layers.empty()) return check_layers_model();
+    if (!spec_.model.input.empty()) {
+      fail(keys::kModelInput, "is the input shape of a model given as layers, but this model "
+                              "is given as widths",
+           "remove input, or describe the model with layers");
+    }
     const Key& key = keys::kModelWidths;
     const std::vector<int64_t>& widths = spec_.model.widths;
     if (widths.empty()) {
-      fail_at(origins_.of(key), key.dotted() + " is required: " + key.help);
+      fail_at(origins_.of(key), key.dotted() + " is required: " + key.help,
+              "or describe the model with model.layers (docs/model-layers.md)");
     }
     if (widths.size() < 2) {
       fail(key, "expected at least 2 widths (input and output), found " +
@@ -101,6 +108,33 @@ class CaseChecker {
                                       std::to_string(widths[i]));
       }
     }
+    model_inputs_ = {&keys::kModelWidths, widths.front(), "widths[0]"};
+    model_outputs_ = {&keys::kModelWidths, widths.back(), "the last width"};
+  }
+
+  // Every layer takes its input's shape (model_layers.h names the one that does not), and the
+  // model ends in one vector per sample.
+  void check_layers_model() {
+    if (!spec_.model.widths.empty()) {
+      fail(keys::kModelWidths, "a model is given either as widths or as layers, not both",
+           "remove widths");
+    }
+    const Key& input = keys::kModelInput;
+    if (spec_.model.input.empty()) fail(input, "is required with layers: " + input.help);
+    int64_t features = 1;
+    for (int64_t size : spec_.model.input) {
+      if (size < 1) fail(input, "expected sizes >= 1, found " + std::to_string(size));
+      features *= size;
+    }
+    const ModelShapes shapes = infer_model_shapes(spec_.model.layers, spec_.model.input);
+    if (shapes.output.size() != 1) {
+      fail(keys::kModelLayers,
+           "the last layer gives one sample a shape of rank " +
+               std::to_string(shapes.output.size()) + ", but the loss takes one vector per sample",
+           "end with global_avg_pool or flatten, then dense");
+    }
+    model_inputs_ = {&input, features, "the product of input"};
+    model_outputs_ = {&keys::kModelLayers, shapes.output.front(), "the last layer's features"};
   }
 
   void check_data() {
@@ -110,16 +144,14 @@ class CaseChecker {
   }
 
   void check_fashion_mnist() {
-    const std::vector<int64_t>& widths = spec_.model.widths;
-    if (widths.front() != kFashionMnistFeatures) {
-      fail(keys::kModelWidths,
-           "fashion-mnist images have 784 features (28x28), so widths[0] must be 784, found " +
-               std::to_string(widths.front()));
+    if (model_inputs_.size != kFashionMnistFeatures) {
+      fail(*model_inputs_.key, "fashion-mnist images have 784 features (28x28), so " +
+                                   model_inputs_.what + " must be 784, found " +
+                                   std::to_string(model_inputs_.size));
     }
-    if (widths.back() != kFashionMnistClasses) {
-      fail(keys::kModelWidths,
-           "fashion-mnist has 10 classes, so the last width must be 10, found " +
-               std::to_string(widths.back()));
+    if (model_outputs_.size != kFashionMnistClasses) {
+      fail(*model_outputs_.key, "fashion-mnist has 10 classes, so " + model_outputs_.what +
+                                    " must be 10, found " + std::to_string(model_outputs_.size));
     }
     if (spec_.model.loss != "softmax_cross_entropy") {
       fail(keys::kModelLoss,
@@ -129,12 +161,12 @@ class CaseChecker {
   }
 
   void check_synthetic_linear() {
-    const std::vector<int64_t>& widths = spec_.model.widths;
-    if (widths.back() > widths.front()) {
-      fail(keys::kModelWidths,
-           "synthetic-linear targets are a permutation of input features, so the last width (" +
-               std::to_string(widths.back()) + ") must not exceed the first (" +
-               std::to_string(widths.front()) + ")");
+    if (model_outputs_.size > model_inputs_.size) {
+      fail(*model_outputs_.key,
+           "synthetic-linear targets are a permutation of input features, so " +
+               model_outputs_.what + " (" + std::to_string(model_outputs_.size) +
+               ") must not exceed " + model_inputs_.what + " (" +
+               std::to_string(model_inputs_.size) + ")");
     }
     if (spec_.model.loss != "mse") {
       fail(keys::kModelLoss,
@@ -246,6 +278,14 @@ class CaseChecker {
 
   const CaseSpec& spec_;
   const KeyOrigins& origins_;
+  // The model's features per sample in and out, the key that sets each, and how to say it.
+  struct ModelSide {
+    const Key* key = nullptr;
+    int64_t size = 0;
+    std::string what;
+  };
+  ModelSide model_inputs_;
+  ModelSide model_outputs_;
 };
 
 // [case] name is optional: the file name is the case name.

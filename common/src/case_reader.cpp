@@ -4,6 +4,7 @@
 #include <optional>
 #include <sstream>
 
+#include "layer_reader.h"
 #include "parity/common/error.h"
 
 namespace parity {
@@ -26,6 +27,7 @@ std::string kind_name(Kind kind) {
     case Kind::kBool: return "a boolean";
     case Kind::kIntegerList: return "an array of integers";
     case Kind::kStringList: return "an array of strings";
+    case Kind::kLayerList: return "an array of layer tables";
   }
   return "?";
 }
@@ -111,6 +113,13 @@ class CaseReader {
 
   void read(const Key& key, std::vector<std::string>& out) {
     read_list<std::string>(key, Kind::kStringList, "a string", out);
+  }
+
+  void read(const Key& key, std::vector<LayerSpec>& out) {
+    const toml::node* node = lookup(key);
+    if (node == nullptr) return;
+    out = read_layers(*node, key.dotted(),
+                      [&](const toml::node& element) { return element_origin(key, element); });
   }
 
  private:

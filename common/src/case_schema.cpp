@@ -12,6 +12,7 @@ Kind kind_of(const double&) { return Kind::kFloat; }
 Kind kind_of(const bool&) { return Kind::kBool; }
 Kind kind_of(const std::vector<int64_t>&) { return Kind::kIntegerList; }
 Kind kind_of(const std::vector<std::string>&) { return Kind::kStringList; }
+Kind kind_of(const std::vector<LayerSpec>&) { return Kind::kLayerList; }
 
 std::vector<SectionEntry> collect_sections() {
   std::vector<SectionEntry> entries;

@@ -41,6 +41,9 @@ struct Key {
   std::string_view name;
   Rule rule = {};
   std::string help = {};  // why the rule holds (or what the key is), for errors that need it
+  // A key added after cases were hashed is left out of the canonical text while it is empty,
+  // so that the cases that do not use it keep their hash.
+  bool written_when_empty = true;
 
   std::string dotted() const;  // "train.lr"
 };
@@ -67,6 +70,13 @@ inline const Key kCaseDescription{kCase, "description"};
 inline const Key kModelWidths{
     kModel, "widths", {},
     "the layer widths from input to output, for example widths = [784, 256, 10]"};
+inline const Key kModelInput{
+    kModel, "input", {},
+    "one sample's shape, NHWC without N, for a layers model: for fashion-mnist [28, 28, 1] "
+    "(images) or [784] (flat rows)",
+    false};
+inline const Key kModelLayers{kModel, "layers", {}, "the model's layers (docs/model-layers.md)",
+                              false};
 inline const Key kModelActivation{kModel, "activation", one_of(kActivations)};
 inline const Key kModelLoss{kModel, "loss", one_of(kLosses)};
 
@@ -131,6 +141,8 @@ void for_each_case_key(Spec& spec, Visit&& visit) {
   visit(kCaseName, spec.name);
   visit(kCaseDescription, spec.description);
   visit(kModelWidths, spec.model.widths);
+  visit(kModelInput, spec.model.input);
+  visit(kModelLayers, spec.model.layers);
   visit(kModelActivation, spec.model.activation);
   visit(kModelLoss, spec.model.loss);
   visit(kDataDataset, spec.data.dataset);
@@ -177,7 +189,7 @@ void for_each_case_key(Spec& spec, Visit&& visit) {
 }
 
 // A key's TOML type, from its field's C++ type.
-enum class Kind { kString, kInteger, kFloat, kBool, kIntegerList, kStringList };
+enum class Kind { kString, kInteger, kFloat, kBool, kIntegerList, kStringList, kLayerList };
 
 struct KeyEntry {
   const Key* key;

@@ -15,6 +15,7 @@
 #include "parity/common/case_limits.h"
 #include "parity/common/digest.h"
 #include "parity/common/error.h"
+#include "parity/common/error.h"
 
 #ifndef PARITY_SOURCE_CASES_DIR
 #error "parity_common must be compiled with PARITY_SOURCE_CASES_DIR (see common/CMakeLists.txt)"
@@ -55,6 +56,13 @@ std::vector<CaseSpec> list_cases() {
   std::sort(cases.begin(), cases.end(),
             [](const CaseSpec& a, const CaseSpec& b) { return a.name < b.name; });
   return cases;
+}
+
+void require_widths_model(const CaseSpec& spec, const std::string& what) {
+  if (spec.model.layers.empty()) return;
+  throw InputError("case " + spec.name + ": its model is given as layers, which " + what +
+                   " cannot train yet (layer graphs are being built: docs/model-layers.md); "
+                   "give the model as widths = [...] for now");
 }
 
 std::string CaseSpec::hash() const { return Fnv1a64().update(training_toml()).hex(); }

@@ -3,10 +3,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 
 namespace parity {
 
 namespace {
+
+template <typename T>
+struct is_vector : std::false_type {};
+template <typename T>
+struct is_vector<std::vector<T>> : std::true_type {};
 
 // A TOML basic string: quotes, backslashes and control characters escaped.
 std::string toml_value(const std::string& text) {
@@ -36,11 +42,59 @@ std::string toml_value(uint64_t value) { return std::to_string(value); }
 std::string toml_value(double value) { return format_float(value); }
 std::string toml_value(bool value) { return value ? "true" : "false"; }
 
+std::string toml_value(const LayerSpec& layer);
+
 template <typename T>
 std::string toml_value(const std::vector<T>& values) {
   std::string text = "[";
   for (size_t i = 0; i < values.size(); ++i) text += (i == 0 ? "" : ", ") + toml_value(values[i]);
   return text + "]";
+}
+
+std::string toml_value(const LayerPadding& padding) {
+  if (padding.mode != "explicit") return toml_value(padding.mode);
+  std::vector<std::vector<int64_t>> pairs;
+  for (const auto& [low, high] : padding.pairs) pairs.push_back({low, high});
+  return toml_value(pairs);
+}
+
+// The value of one of a layer's keys (model_layers.h: which field each key reads); nothing for
+// an optional key at its default.
+std::string layer_key_value(const LayerSpec& layer, const std::string& key, bool required) {
+  const LayerSpec defaults;
+  if (key == "features") return toml_value(layer.features);
+  if (key == "kernel" || key == "window") return toml_value(layer.kernel);
+  if (key == "strides") return layer.strides.empty() ? "" : toml_value(layer.strides);
+  if (key == "padding") {
+    return required || !(layer.padding == defaults.padding) ? toml_value(layer.padding) : "";
+  }
+  if (key == "use_bias") return layer.use_bias == defaults.use_bias ? "" : toml_value(layer.use_bias);
+  if (key == "count_include_pad") {
+    return layer.count_include_pad == defaults.count_include_pad
+               ? ""
+               : toml_value(layer.count_include_pad);
+  }
+  if (key == "sync") return layer.sync == defaults.sync ? "" : toml_value(layer.sync);
+  if (key == "approximate") return toml_value(layer.approximate);
+  if (key == "rate") return toml_value(layer.rate);
+  if (key == "momentum") return toml_value(layer.momentum);
+  if (key == "epsilon") return toml_value(layer.epsilon);
+  if (key == "layers") return toml_value(layer.layers);
+  if (key == "projection") return layer.projection.empty() ? "" : toml_value(layer.projection);
+  return "";
+}
+
+// An inline table, its keys in the kind's canonical order.
+std::string toml_value(const LayerSpec& layer) {
+  std::string text = "{ kind = " + toml_value(layer.kind);
+  const LayerKind* kind = find_layer_kind(layer.kind);
+  for (int pass = 0; kind != nullptr && pass < 2; ++pass) {
+    for (const std::string& key : pass == 0 ? kind->required : kind->optional) {
+      const std::string value = layer_key_value(layer, key, pass == 0);
+      if (!value.empty()) text += ", " + key + " = " + value;
+    }
+  }
+  return text + " }";
 }
 
 }  // namespace
@@ -64,6 +118,9 @@ std::string case_toml(const CaseSpec& spec,
   const case_schema::Section* current = nullptr;
   case_schema::for_each_case_key(spec, [&](const case_schema::Key& key, const auto& value) {
     if (!wanted(key.section)) return;
+    if constexpr (is_vector<std::decay_t<decltype(value)>>::value) {
+      if (value.empty() && !key.written_when_empty) return;
+    }
     if (&key.section != current) {
       text += std::string(current == nullptr ? "" : "\n") + "[" + std::string(key.section.name) +
               "]\n";

@@ -339,6 +339,7 @@ std::string format_fault_injection(const FaultInjection& fault) {
 }
 
 void check_options(const CaseSpec& spec, const DdpOptions& options) {
+  require_widths_model(spec, "ddp_ref");
   check_fault_fits(spec, options);
   if (spec.train.eps_root != 0.0) {
     throw InputError(fmt::format(

@@ -160,6 +160,7 @@ TensorImportSummary import_tensors(const CaseSpec& spec, const TensorImport& req
         request.run_dir.string(), run.info.case_name, run.info.case_hash, spec.name, spec.hash()));
   }
   // The canonical names and shapes of the case's model (its own initial parameters').
+  require_widths_model(spec, "parity import tensors");
   const NamedTensors expected = init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale);
 
   TensorImportSummary summary;

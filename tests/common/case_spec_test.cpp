@@ -522,8 +522,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "expected softmax_cross_entropy, found mse"},
         RangeCase{{"data.dataset=synthetic-linear", "model.loss=mse", "model.widths=[8,16]"},
                   "--set model.widths=[8,16]: model.widths: synthetic-linear targets are a "
-                  "permutation of input features, so the last width (16) must not exceed the "
-                  "first (8)"},
+                  "permutation of input features, so the last width (16) must not exceed "
+                  "widths[0] (8)"},
         RangeCase{{"train.record_steps=[0,200]"},
                   "--set train.record_steps=[0,200]: train.record_steps[1]: expected a step in "
                   "[-200, 200) (0 is the first step, -1 the last), found 200"},
@@ -575,7 +575,8 @@ TEST(CaseSpec, MissingWidthsIsAnError) {
   CaseDir dir;
   const std::string file = dir.write("t", "[train]\nsteps = 3\n");
   EXPECT_EQ(load_error(file), "model.widths is required: the layer widths from input to output, "
-                              "for example widths = [784, 256, 10] at " + file);
+                              "for example widths = [784, 256, 10] at " + file +
+                              "; or describe the model with model.layers (docs/model-layers.md)");
 }
 
 TEST(CaseSpec, MissingCaseListsAvailableNames) {

@@ -7,12 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "parity/common/model_layers.h"
+
 namespace parity {
 
 struct ModelSpec {
   // Layer widths including input and output: {784, 256, 10} is 784 -> 256 -> 10.
   // Layer i is `dense{i}` with kernel (widths[i], widths[i+1]) and bias (widths[i+1]).
   std::vector<int64_t> widths;
+  // Or the model as a list of layers (docs/model-layers.md), each sample reshaped to `input`
+  // (one sample's shape, NHWC without N) first. Excludes widths.
+  std::vector<int64_t> input;
+  std::vector<LayerSpec> layers;
   std::string activation = "tanh";           // tanh | relu | gelu, between layers
   std::string loss = "softmax_cross_entropy";  // softmax_cross_entropy (integer labels) | mse
 };
@@ -126,6 +132,11 @@ std::filesystem::path cases_dir();
 // out-of-range values throw InputError naming file:line (or the override) and the fix.
 CaseSpec load_case(const std::string& name_or_path,
                    const std::vector<std::string>& overrides = {});
+
+// InputError for a model given as layers, naming `what` would have used it: the case file reads
+// and checks layer lists (docs/model-layers.md), but the producers and the init files train
+// widths models only until the layer graphs land in both.
+void require_widths_model(const CaseSpec& spec, const std::string& what);
 
 // Every case in cases_dir(), sorted by name.
 std::vector<CaseSpec> list_cases();

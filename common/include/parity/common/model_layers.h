@@ -1,0 +1,77 @@
+// A model as an ordered list of layers ([model] layers in a case file; docs/model-layers.md):
+// what each layer is, and what the list computes from the case's input shape: each layer's
+// output shape and the model's parameters with their canonical (Flax) names and shapes.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace parity {
+
+// A window's padding: "SAME" or "VALID" as lax.padtype_to_pads reads them, or explicit
+// (low, high) pairs, one per spatial axis.
+struct LayerPadding {
+  std::string mode = "VALID";  // SAME | VALID | explicit
+  std::vector<std::array<int64_t, 2>> pairs;
+
+  bool operator==(const LayerPadding& other) const {
+    return mode == other.mode && pairs == other.pairs;
+  }
+};
+
+// One layer. Which fields a kind reads is layer_kinds() below; the others keep their defaults.
+struct LayerSpec {
+  std::string kind;
+  int64_t features = 0;               // dense, conv: output features
+  std::vector<int64_t> kernel;        // conv: [kh, kw]; pools: the window
+  std::vector<int64_t> strides;       // conv, pools; empty: 1 (conv) or the window (pools)
+  LayerPadding padding;               // conv, pools
+  bool use_bias = true;               // dense, conv
+  bool count_include_pad = true;      // avg_pool
+  bool approximate = false;           // gelu: the tanh form (jax.nn.gelu's default) or erf
+  double rate = 0;                    // dropout
+  double momentum = 0;                // batch_norm, Flax's convention (weighs the old average)
+  double epsilon = 0;                 // batch_norm, layer_norm
+  bool sync = false;                  // batch_norm: statistics over every replica's batch
+  std::vector<LayerSpec> layers;      // residual: the branch
+  std::vector<LayerSpec> projection;  // residual: the shortcut (empty: identity)
+  // Where the layer was written ("f.toml:14:5" or "--set model.layers=..."), for errors; not
+  // part of the case.
+  std::string origin;
+
+  bool operator==(const LayerSpec& other) const;
+};
+
+// A layer kind and the keys it takes, in canonical order (the order the case writer prints).
+struct LayerKind {
+  std::string name;
+  std::vector<std::string> required;
+  std::vector<std::string> optional;
+};
+const std::vector<LayerKind>& layer_kinds();
+const LayerKind* find_layer_kind(const std::string& name);
+
+// A parameter (or a BatchNorm statistic) of the model: "Conv_0/kernel" and its shape, in
+// Flax's layout (dense kernels (in, out), conv kernels HWIO).
+struct ModelTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+struct ModelShapes {
+  std::vector<int64_t> output;           // one sample's output shape
+  std::vector<ModelTensor> params;       // the "params" collection
+  std::vector<ModelTensor> batch_stats;  // BatchNorm running mean and var
+};
+
+// The shapes `layers` compute from one sample of shape `input`, and the model's tensors named
+// as flax.linen auto-names submodules: Class_i with one counter per class within each parent
+// (flax/linen/module.py, Module.__post_init__); a residual is a submodule Residual_i whose
+// projection continues its counters. Throws InputError naming the layer's origin and what would
+// fit when a layer cannot take its input.
+ModelShapes infer_model_shapes(const std::vector<LayerSpec>& layers,
+                               const std::vector<int64_t>& input);
+
+}  // namespace parity

@@ -1,0 +1,183 @@
+#include "parity/common/model_layers.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <numeric>
+
+#include "parity/common/error.h"
+
+namespace parity {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+[[noreturn]] void refuse(const LayerSpec& layer, const std::string& problem,
+                         const std::string& fix) {
+  throw InputError(
+      fmt::format("model.layers: {} at {}: {}; {}", layer.kind, layer.origin, problem, fix));
+}
+
+// One spatial output size of a window (conv or pool) as lax.padtype_to_pads and
+// lax.conv_general_dilated compute it: SAME keeps ceil(in / stride); VALID and explicit
+// padding floor((in + low + high - window) / stride) + 1.
+int64_t window_output(const LayerSpec& layer, size_t axis, int64_t in) {
+  const int64_t window = layer.kernel[axis];
+  const int64_t stride = layer.strides.empty() ? 1 : layer.strides[axis];
+  if (layer.padding.mode == "SAME") return (in + stride - 1) / stride;
+  const int64_t padded = layer.padding.mode == "VALID"
+                             ? in
+                             : in + layer.padding.pairs[axis][0] + layer.padding.pairs[axis][1];
+  if (padded < window) {
+    refuse(layer,
+           fmt::format("its {}x{} window does not fit an input of {} along axis {} (padded: {})",
+                       layer.kernel[0], layer.kernel[1], in, axis, padded),
+           "use a smaller window, padding = \"SAME\", or fewer strided layers before it");
+  }
+  return (padded - window) / stride + 1;
+}
+
+void require_image(const LayerSpec& layer, const std::vector<int64_t>& input) {
+  if (input.size() != 3) {
+    refuse(layer,
+           fmt::format("it takes an image (height, width, channels), found {}", shape_text(input)),
+           "give [model] input = [height, width, channels] (for fashion-mnist [28, 28, 1])");
+  }
+}
+
+// Walks a layer list, naming submodules as a flax.linen compact module does.
+class ShapeWalker {
+ public:
+  explicit ShapeWalker(ModelShapes& out) : out_(out) {}
+
+  std::vector<int64_t> walk(const std::vector<LayerSpec>& layers, std::vector<int64_t> shape,
+                            const std::string& scope, std::map<std::string, int>& counters) {
+    for (const LayerSpec& layer : layers) shape = apply(layer, shape, scope, counters);
+    return shape;
+  }
+
+ private:
+  static std::string next_name(const std::string& scope, const std::string& class_name,
+                               std::map<std::string, int>& counters) {
+    return fmt::format("{}{}_{}", scope, class_name, counters[class_name]++);
+  }
+
+  std::vector<int64_t> apply(const LayerSpec& layer, std::vector<int64_t> shape,
+                             const std::string& scope, std::map<std::string, int>& counters) {
+    const std::string& kind = layer.kind;
+    if (kind == "dense") {
+      const std::string name = next_name(scope, "Dense", counters);
+      add_params(name, layer.use_bias, {shape.back(), layer.features}, layer.features);
+      shape.back() = layer.features;
+    } else if (kind == "conv") {
+      require_image(layer, shape);
+      const std::string name = next_name(scope, "Conv", counters);
+      add_params(name, layer.use_bias, {layer.kernel[0], layer.kernel[1], shape[2], layer.features},
+                 layer.features);
+      shape = {window_output(layer, 0, shape[0]), window_output(layer, 1, shape[1]),
+               layer.features};
+    } else if (kind == "max_pool" || kind == "avg_pool") {
+      require_image(layer, shape);
+      shape = {window_output(layer, 0, shape[0]), window_output(layer, 1, shape[1]), shape[2]};
+    } else if (kind == "global_avg_pool") {
+      require_image(layer, shape);
+      shape = {shape[2]};
+    } else if (kind == "flatten") {
+      shape = {std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>())};
+    } else if (kind == "batch_norm") {
+      const std::string name = next_name(scope, "BatchNorm", counters);
+      out_.params.push_back({name + "/scale", {shape.back()}});
+      out_.params.push_back({name + "/bias", {shape.back()}});
+      out_.batch_stats.push_back({name + "/mean", {shape.back()}});
+      out_.batch_stats.push_back({name + "/var", {shape.back()}});
+    } else if (kind == "layer_norm") {
+      const std::string name = next_name(scope, "LayerNorm", counters);
+      out_.params.push_back({name + "/scale", {shape.back()}});
+      out_.params.push_back({name + "/bias", {shape.back()}});
+    } else if (kind == "residual") {
+      shape = residual(layer, shape, next_name(scope, "Residual", counters) + "/");
+    } else if (kind == "dropout") {
+      next_name(scope, "Dropout", counters);  // a module without parameters, but named
+    }
+    // relu, tanh, silu, gelu: functions, shape unchanged.
+    return shape;
+  }
+
+  std::vector<int64_t> residual(const LayerSpec& layer, const std::vector<int64_t>& input,
+                                const std::string& scope) {
+    std::map<std::string, int> counters;
+    const std::vector<int64_t> branch = walk(layer.layers, input, scope, counters);
+    const std::vector<int64_t> shortcut =
+        layer.projection.empty() ? input : walk(layer.projection, input, scope, counters);
+    if (branch != shortcut) {
+      refuse(layer,
+             fmt::format("its branch gives {} but its shortcut {}, and the two are added",
+                         shape_text(branch), shape_text(shortcut)),
+             layer.projection.empty()
+                 ? "add a projection (for example a 1x1 conv with the branch's features and "
+                   "strides) or keep the branch's shape"
+                 : "make the projection give the branch's shape");
+    }
+    return branch;
+  }
+
+  void add_params(const std::string& name, bool use_bias, std::vector<int64_t> kernel,
+                  int64_t features) {
+    out_.params.push_back({name + "/kernel", std::move(kernel)});
+    if (use_bias) out_.params.push_back({name + "/bias", {features}});
+  }
+
+  ModelShapes& out_;
+};
+
+}  // namespace
+
+bool LayerSpec::operator==(const LayerSpec& other) const {
+  return kind == other.kind && features == other.features && kernel == other.kernel &&
+         strides == other.strides && padding == other.padding && use_bias == other.use_bias &&
+         count_include_pad == other.count_include_pad && approximate == other.approximate &&
+         rate == other.rate && momentum == other.momentum && epsilon == other.epsilon &&
+         sync == other.sync && layers == other.layers && projection == other.projection;
+}
+
+const std::vector<LayerKind>& layer_kinds() {
+  static const std::vector<LayerKind> kinds = {
+      {"dense", {"features"}, {"use_bias"}},
+      {"conv", {"features", "kernel", "padding"}, {"strides", "use_bias"}},
+      // Pool strides are required: flax's pools default to 1, torch's to the window.
+      {"max_pool", {"window", "strides"}, {"padding"}},
+      {"avg_pool", {"window", "strides"}, {"padding", "count_include_pad"}},
+      {"global_avg_pool", {}, {}},
+      {"flatten", {}, {}},
+      {"relu", {}, {}},
+      {"tanh", {}, {}},
+      {"silu", {}, {}},
+      // The defaults differ (jax.nn.gelu: tanh form; torch: erf), so the case says which.
+      {"gelu", {"approximate"}, {}},
+      {"dropout", {"rate"}, {}},
+      // Momentum and epsilon are required: flax and torch default and read them differently.
+      {"batch_norm", {"momentum", "epsilon"}, {"sync"}},
+      {"layer_norm", {"epsilon"}, {}},
+      {"residual", {"layers"}, {"projection"}},
+  };
+  return kinds;
+}
+
+const LayerKind* find_layer_kind(const std::string& name) {
+  for (const LayerKind& kind : layer_kinds()) {
+    if (kind.name == name) return &kind;
+  }
+  return nullptr;
+}
+
+ModelShapes infer_model_shapes(const std::vector<LayerSpec>& layers,
+                               const std::vector<int64_t>& input) {
+  ModelShapes shapes;
+  std::map<std::string, int> counters;
+  shapes.output = ShapeWalker(shapes).walk(layers, input, "", counters);
+  return shapes;
+}
+
+}  // namespace parity

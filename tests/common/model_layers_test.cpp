@@ -1,0 +1,207 @@
+// [model] layers in real case files: what is read, the shapes and Flax names inferred (expected
+// values derived by hand from the layer definitions, each derivation beside it), the canonical
+// text's round trip, and every kind of bad description refused with its line and a fix.
+#include "parity/common/model_layers.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "parity/common/case_spec.h"
+#include "parity/common/error.h"
+#include "test_files.h"
+
+namespace parity {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A small ResNet on Fashion-MNIST: a stem, one identity block, one strided block with a
+// projection, global average pooling and a dense head.
+const char* const kResNet = R"([case]
+name = "resnet"
+
+[model]
+input = [28, 28, 1]
+loss = "softmax_cross_entropy"
+layers = [
+  { kind = "conv", features = 8, kernel = [3, 3], padding = "SAME", use_bias = false },
+  { kind = "batch_norm", momentum = 0.9, epsilon = 1e-5 },
+  { kind = "relu" },
+  { kind = "residual", layers = [
+      { kind = "conv", features = 8, kernel = [3, 3], padding = "SAME", use_bias = false },
+      { kind = "batch_norm", momentum = 0.9, epsilon = 1e-5 } ] },
+  { kind = "residual", layers = [
+      { kind = "conv", features = 16, kernel = [3, 3], strides = [2, 2], padding = "SAME" } ], projection = [
+      { kind = "conv", features = 16, kernel = [1, 1], strides = [2, 2], padding = "VALID" } ] },
+  { kind = "gelu", approximate = false },
+  { kind = "global_avg_pool" },
+  { kind = "dense", features = 10 },
+]
+)";
+
+class LayersCase : public testing::TempDir {
+ public:
+  // Writes the case as <dir>/resnet.toml with `layers_text` in place of kResNet's layer list
+  // when given.
+  std::string write(const std::string& text = kResNet) const {
+    const auto file = path("resnet.toml");
+    testing::write_bytes(file, text);
+    return file.string();
+  }
+};
+
+std::string load_error(const std::string& file, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_case(file, overrides);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "(loaded)";
+}
+
+// kResNet with its layer list replaced by `layers`.
+std::string with_layers(const std::string& input, const std::string& layers) {
+  return "[case]\nname = \"resnet\"\n\n[model]\ninput = " + input + "\nlayers = [\n" + layers +
+         "\n]\n";
+}
+
+TEST(ModelLayers, AResNetIsReadWithItsShapesAndFlaxNames) {
+  LayersCase dir;
+  const CaseSpec spec = load_case(dir.write());
+  ASSERT_EQ(spec.model.layers.size(), 8u);
+  EXPECT_EQ(spec.model.layers[3].kind, "residual");
+  EXPECT_EQ(spec.model.layers[4].projection.front().strides, (std::vector<int64_t>{2, 2}));
+  EXPECT_THAT(spec.model.layers[0].origin, HasSubstr("resnet.toml:8:3"));
+
+  const ModelShapes shapes = infer_model_shapes(spec.model.layers, spec.model.input);
+  // 28x28 SAME stride 1 keeps 28x28; SAME stride 2 gives ceil(28 / 2) = 14, and the 1x1 VALID
+  // stride-2 projection floor((28 - 1) / 2) + 1 = 14; pooling leaves the 16 channels.
+  EXPECT_EQ(shapes.output, (std::vector<int64_t>{10}));
+  std::vector<std::string> names;
+  for (const ModelTensor& tensor : shapes.params) names.push_back(tensor.name);
+  // One counter per class within each parent; the projection continues its block's counters.
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"Conv_0/kernel", "BatchNorm_0/scale", "BatchNorm_0/bias",
+                                      "Residual_0/Conv_0/kernel", "Residual_0/BatchNorm_0/scale",
+                                      "Residual_0/BatchNorm_0/bias", "Residual_1/Conv_0/kernel",
+                                      "Residual_1/Conv_0/bias", "Residual_1/Conv_1/kernel",
+                                      "Residual_1/Conv_1/bias", "Dense_0/kernel", "Dense_0/bias"}));
+  EXPECT_EQ(shapes.params[0].shape, (std::vector<int64_t>{3, 3, 1, 8}));   // HWIO
+  EXPECT_EQ(shapes.params[8].shape, (std::vector<int64_t>{1, 1, 8, 16}));  // the projection
+  EXPECT_EQ(shapes.params[10].shape, (std::vector<int64_t>{16, 10}));      // (in, out)
+  ASSERT_EQ(shapes.batch_stats.size(), 4u);
+  EXPECT_EQ(shapes.batch_stats[0].name, "BatchNorm_0/mean");
+  EXPECT_EQ(shapes.batch_stats[3].name, "Residual_0/BatchNorm_0/var");
+}
+
+TEST(ModelLayers, TheCanonicalTextReadsBackToTheSameCaseAndHash) {
+  LayersCase dir;
+  const CaseSpec spec = load_case(dir.write());
+  const CaseSpec again = load_case(dir.write(spec.to_toml()));
+  EXPECT_TRUE(again.model.layers == spec.model.layers);
+  EXPECT_EQ(again.model.input, spec.model.input);
+  EXPECT_EQ(again.hash(), spec.hash());
+  EXPECT_THAT(spec.to_toml(),
+              HasSubstr("{ kind = \"batch_norm\", momentum = 0.9, epsilon = 1e-05 }"));
+}
+
+TEST(ModelLayers, AWidthsCaseWritesNeitherInputNorLayersSoItsHashIsUnchanged) {
+  const CaseSpec spec = load_case("mlp2-fmnist");
+  EXPECT_THAT(spec.to_toml(), ::testing::Not(HasSubstr("layers")));
+  EXPECT_THAT(spec.to_toml(), ::testing::Not(HasSubstr("input")));
+}
+
+TEST(ModelLayers, ProducersRefuseALayersModelUntilTheyTrainOne) {
+  LayersCase dir;
+  const CaseSpec spec = load_case(dir.write());
+  EXPECT_THAT([&] { require_widths_model(spec, "ddp_ref"); },
+              ::testing::ThrowsMessage<InputError>(
+                  HasSubstr("its model is given as layers, which ddp_ref cannot train yet")));
+  EXPECT_NO_THROW(require_widths_model(load_case("mlp2-fmnist"), "ddp_ref"));
+}
+
+struct BadLayers {
+  std::string name;
+  std::string input;
+  std::string layers;
+  std::vector<std::string> messages;  // each in the error
+};
+
+std::ostream& operator<<(std::ostream& out, const BadLayers& bad) { return out << bad.name; }
+
+class BadModelLayers : public ::testing::TestWithParam<BadLayers> {};
+
+TEST_P(BadModelLayers, AreRefusedWithTheLineAndAFix) {
+  LayersCase dir;
+  const std::string error = load_error(dir.write(with_layers(GetParam().input, GetParam().layers)));
+  for (const std::string& message : GetParam().messages) EXPECT_THAT(error, HasSubstr(message));
+}
+
+const std::string kHead = R"(  { kind = "flatten" }, { kind = "dense", features = 10 })";
+
+INSTANTIATE_TEST_SUITE_P(
+    Descriptions, BadModelLayers,
+    ::testing::Values(
+        BadLayers{"UnknownKind",
+                  "[784]",
+                  R"(  { kind = "dens", features = 10 })",
+                  {"model.layers[0].kind: unknown layer kind 'dens'",
+                   "resnet.toml:7:", "did you mean 'dense'?"}},
+        BadLayers{
+            "ConvOnFlatRows",
+            "[784]",
+            R"(  { kind = "conv", features = 4, kernel = [3, 3], padding = "SAME" },)" + kHead,
+            {"conv at ", "resnet.toml:7:3",
+             "it takes an image (height, width, channels), found [784]",
+             "(for fashion-mnist [28, 28, 1])"}},
+        BadLayers{"ResidualShapesDiffer",
+                  "[28, 28, 1]",
+                  R"(  { kind = "residual", layers = [
+      { kind = "conv", features = 4, kernel = [3, 3], padding = "SAME" } ] },)" +
+                      kHead,
+                  {"residual at ", "its branch gives [28, 28, 4] but its shortcut [28, 28, 1]",
+                   "add a projection"}},
+        BadLayers{"BatchNormWithoutMomentum",
+                  "[784]",
+                  R"(  { kind = "batch_norm", epsilon = 1e-5 },)" + kHead,
+                  {"model.layers[0]: a batch_norm layer needs momentum",
+                   "torch's momentum 0.1 is Flax's 0.9"}},
+        BadLayers{"WindowLargerThanItsInput",
+                  "[28, 28, 1]",
+                  R"(  { kind = "max_pool", window = [30, 30], strides = [1, 1] },)" + kHead,
+                  {"its 30x30 window does not fit an input of 28 along axis 0"}},
+        BadLayers{"NoVectorAtTheEnd",
+                  "[28, 28, 1]",
+                  R"(  { kind = "relu" })",
+                  {"model.layers: the last layer gives one sample a shape of rank 3",
+                   "end with global_avg_pool or flatten, then dense"}},
+        BadLayers{"InputOtherThanTheImages",
+                  "[27, 28, 1]",
+                  kHead,
+                  {"model.input: fashion-mnist images have 784 features (28x28), so the product "
+                   "of input must be 784, found 756"}},
+        BadLayers{"KeyTheKindLacks",
+                  "[784]",
+                  R"(  { kind = "relu", rate = 0.5 },)" + kHead,
+                  {"model.layers[0]: a relu layer has no key 'rate'", "it takes no keys"}},
+        BadLayers{
+            "PaddingWord",
+            "[28, 28, 1]",
+            R"(  { kind = "conv", features = 4, kernel = [3, 3], padding = "same" },)" + kHead,
+            {"model.layers[0].padding: expected \"SAME\" or \"VALID\", found \"same\""}},
+        BadLayers{"DropoutRateOfOne",
+                  "[784]",
+                  R"(  { kind = "dropout", rate = 1.0 },)" + kHead,
+                  {"model.layers[0].rate: expected a number in [0, 1)"}}),
+    [](const ::testing::TestParamInfo<BadLayers>& row) { return row.param.name; });
+
+TEST(ModelLayers, WidthsAndLayersTogetherAreRefused) {
+  LayersCase dir;
+  std::string text = kResNet;
+  text.replace(text.find("input ="), 0, "widths = [784, 10]\n");
+  EXPECT_THAT(load_error(dir.write(text)),
+              HasSubstr("model.widths: a model is given either as widths or as layers, not both"));
+}
+
+}  // namespace
+}  // namespace parity
