@@ -17,7 +17,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-// Each child runs `sh -c "$PARITY_TEST_SCRIPT"`; the script is the child's own.
+// Each child runs `sh -c "$PARITY_TEST_SCRIPT"`; the script is the child's own. A script that
+// waits runs `exec sleep`, so that killing the child kills the sleep too (an orphaned sleep
+// would hold the test's output open, and ctest waits for it).
 ChildProcess child(const std::string& label, const std::string& script) {
   return {label, {{"PARITY_TEST_SCRIPT", script}}};
 }
@@ -48,8 +50,8 @@ TEST(ChildProcesses, AFailureNamesTheChildAndItsExit) {
 TEST(ChildProcesses, AChildStillRunningAfterTheGraceIsKilled) {
   testing::TempDir temp;
   const auto start = Clock::now();
-  const auto failures =
-      run({child("process 0", "sleep 300"), child("process 1", "exit 1")}, 1, temp.path("run"));
+  const auto failures = run({child("process 0", "exec sleep 300"), child("process 1", "exit 1")}, 1,
+                            temp.path("run"));
   EXPECT_LT(seconds_since(start), 60);
   EXPECT_THAT(failures, ElementsAre("process 1 exited with code 1",
                                     "process 0 was killed: still running 1 s after the first "
@@ -61,8 +63,9 @@ TEST(ChildProcesses, AChildStillRunningAfterTheGraceIsKilled) {
 TEST(ChildProcesses, AStoppedChildIsKilledAfterTheGraceEvenWhenNoOtherFails) {
   testing::TempDir temp;
   const auto start = Clock::now();
-  const auto failures = run({child("process 0", "sleep 300"), child("process 1", "kill -STOP $$")},
-                            1, temp.path("run"));
+  const auto failures =
+      run({child("process 0", "exec sleep 300"), child("process 1", "kill -STOP $$")}, 1,
+          temp.path("run"));
   EXPECT_LT(seconds_since(start), 60);
   EXPECT_GE(seconds_since(start), 2);  // one grace for the stopped child, one for the survivor
   ASSERT_EQ(failures.size(), 2u);
