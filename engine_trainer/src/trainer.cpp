@@ -94,7 +94,7 @@ ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
     // Every process takes part in the digest exchange; only process 0 records.
     const std::vector<uint64_t> digests =
         recorder_->records_tensors(step) ? replica_param_digests() : std::vector<uint64_t>{};
-    this->record(record, out[3], digests);
+    record_step(record, out[3], digests);
     report_progress(step, record.loss);
   }
   return finish(setup_seconds);
@@ -139,8 +139,8 @@ std::vector<uint64_t> EngineTrainer::replica_param_digests() const {
   return gather_across_processes(local);
 }
 
-void EngineTrainer::record(StepRecord& record, const pe::Tree& reduced_grads,
-                           const std::vector<uint64_t>& digests) const {
+void EngineTrainer::record_step(StepRecord& record, const pe::Tree& reduced_grads,
+                                const std::vector<uint64_t>& digests) const {
   if (!recorder_->writes()) return;
   const pe::Tree grads = device_slice(reduced_grads, 0);
   const pe::Tree params = device_params(0);

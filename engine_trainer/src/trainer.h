@@ -33,8 +33,8 @@ class EngineTrainer {
   void resume_from_checkpoint(int64_t step);
   StepRecord reduce_metrics(int64_t step, const StepInputs& batch, const pe::Tree& out) const;
   std::vector<uint64_t> replica_param_digests() const;
-  void record(StepRecord& record, const pe::Tree& reduced_grads,
-              const std::vector<uint64_t>& digests) const;
+  void record_step(StepRecord& record, const pe::Tree& reduced_grads,
+                   const std::vector<uint64_t>& digests) const;
   void report_progress(int64_t step, double loss) const;
   ProducerSummary finish(double setup_seconds);
   std::map<std::string, double> evaluate() const;
