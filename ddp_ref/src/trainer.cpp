@@ -163,7 +163,10 @@ class RankTrainer {
 void RankTrainer::set_up() {
   const auto timeout =
       std::chrono::milliseconds(static_cast<int64_t>(context_.options->timeout_seconds * 1000));
-  report_progress_to_store(*context_.store, rank_, kJoinedStep);
+  in_collective("joining the rendezvous store", rank_, -1, [&] {
+    report_progress_to_store(*context_.store, rank_, kJoinedStep);
+    return 0;
+  });
   group_ = in_collective("process group rendezvous", rank_, -1, [&] {
     return make_gloo_group(context_.store, rank_, world_size_, timeout);
   });
@@ -303,7 +306,12 @@ std::optional<ProducerSummary> RankTrainer::run() {
   const double setup_seconds = seconds_since(context_.run_start);
   std::vector<double> step_seconds;
   for (int64_t step = 0; step < spec_.train.steps; ++step) {
-    report_progress_to_store(*context_.store, rank_, step);
+    // The store lives in process 0: when that process is gone, this write fails first (a broken
+    // pipe), and the failure is the peer's, as a failed collective's is.
+    in_collective("progress report to the rendezvous store", rank_, step, [&] {
+      report_progress_to_store(*context_.store, rank_, step);
+      return 0;
+    });
     apply_fault(context_.options->fault, rank_, step);
     // The step's time is what a DDP user's step costs: zero_grad, forward, backward with the
     // all-reduce, optimizer step. Gathering the metrics (one more collective) and recording
