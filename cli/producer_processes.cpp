@@ -111,13 +111,14 @@ void launch_engine_processes(const CaseSpec& spec, const engine_trainer::EngineO
 
 std::optional<ProcessPlace> ddp_place_from_environment(const CaseSpec& spec) {
   if (std::getenv("RANK") == nullptr) return std::nullopt;
-  const auto required = [](const char* name) {
-    return environment_integer(
-        name, fmt::format("environment: RANK is set but {} is not; a process joining a "
-                          "multi-process run needs RANK, WORLD_SIZE, MASTER_ADDR and "
-                          "MASTER_PORT (as torchrun sets them)",
-                          name));
+  const auto missing = [](const char* name) {
+    return fmt::format(
+        "environment: RANK is set but {} is not; a process joining a "
+        "multi-process run needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT "
+        "(as torchrun sets them)",
+        name);
   };
+  const auto required = [&](const char* name) { return environment_integer(name, missing(name)); };
   const int64_t rank = required("RANK");
   const int64_t world_size = required("WORLD_SIZE");
   const int64_t port = required("MASTER_PORT");
@@ -126,7 +127,7 @@ std::optional<ProcessPlace> ddp_place_from_environment(const CaseSpec& spec) {
                                         ? 1
                                         : environment_integer("PARITY_RANKS_PER_PROCESS", "");
   const char* addr = std::getenv("MASTER_ADDR");
-  if (addr == nullptr || *addr == '\0') required("MASTER_ADDR");
+  if (addr == nullptr || *addr == '\0') throw InputError(missing("MASTER_ADDR"));
   if (ranks_per_process < 1 || world_size < 1 || rank % ranks_per_process != 0 ||
       rank + ranks_per_process > world_size || world_size % ranks_per_process != 0 || port < 1 ||
       port > 65535) {

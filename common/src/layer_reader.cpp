@@ -23,6 +23,21 @@ std::string key_help(const std::string& key) {
   return "";
 }
 
+std::vector<std::string> kind_names() {
+  std::vector<std::string> names;
+  for (const LayerKind& kind : layer_kinds()) names.push_back(kind.name);
+  return names;
+}
+
+std::string kinds_hint() { return "layer kinds: " + join(kind_names()); }
+
+// The keys a kind takes, required ones first.
+std::vector<std::string> keys_of(const LayerKind& kind) {
+  std::vector<std::string> keys = kind.required;
+  keys.insert(keys.end(), kind.optional.begin(), kind.optional.end());
+  return keys;
+}
+
 class LayerReader {
  public:
   LayerReader(const std::function<Origin(const toml::node&)>& origin_of) : origin_of_(origin_of) {}
@@ -52,24 +67,20 @@ class LayerReader {
     }
     LayerSpec layer;
     layer.kind = kind_node->as_string()->get();
-    layer.origin = origin_of_(node).file_position.empty() ? origin_of_(node).override_text
-                                                          : origin_of_(node).file_position;
+    const Origin origin = origin_of_(node);
+    layer.origin = origin.file_position.empty() ? origin.override_text : origin.file_position;
     const LayerKind* kind = find_layer_kind(layer.kind);
     if (kind == nullptr) {
-      std::vector<std::string> names;
-      for (const LayerKind& known : layer_kinds()) names.push_back(known.name);
-      fail_at(
-          origin_of_(*kind_node), fmt::format("{}.kind: unknown layer kind '{}'", path, layer.kind),
-          did_you_mean(layer.kind, names).empty() ? kinds_hint() : did_you_mean(layer.kind, names));
+      const std::string suggestion = did_you_mean(layer.kind, kind_names());
+      fail_at(origin_of_(*kind_node),
+              fmt::format("{}.kind: unknown layer kind '{}'", path, layer.kind),
+              suggestion.empty() ? kinds_hint() : suggestion);
     }
+    const std::vector<std::string> keys = keys_of(*kind);
     for (auto&& [key, value] : *table) {
       const std::string name(key.str());
       if (name == "kind") continue;
-      const bool known = std::count(kind->required.begin(), kind->required.end(), name) +
-                         std::count(kind->optional.begin(), kind->optional.end(), name);
-      if (!known) {
-        std::vector<std::string> keys = kind->required;
-        keys.insert(keys.end(), kind->optional.begin(), kind->optional.end());
+      if (std::find(keys.begin(), keys.end(), name) == keys.end()) {
         fail_at(origin_of_(value),
                 fmt::format("{}: a {} layer has no key '{}'", path, layer.kind, name),
                 keys.empty() ? "it takes no keys" : "its keys: " + join(keys));
@@ -78,9 +89,8 @@ class LayerReader {
     }
     for (const std::string& name : kind->required) {
       if (table->get(name) == nullptr) {
-        const std::string help = key_help(name);
-        fail_at(origin_of_(node), fmt::format("{}: a {} layer needs {}", path, layer.kind, name),
-                help);
+        fail_at(origin, fmt::format("{}: a {} layer needs {}", path, layer.kind, name),
+                key_help(name));
       }
     }
     return layer;
@@ -162,12 +172,6 @@ class LayerReader {
               key_help(path.substr(path.rfind('.') + 1)));
     }
     return *number;
-  }
-
-  static std::string kinds_hint() {
-    std::vector<std::string> names;
-    for (const LayerKind& kind : layer_kinds()) names.push_back(kind.name);
-    return "layer kinds: " + join(names);
   }
 
   const std::function<Origin(const toml::node&)>& origin_of_;

@@ -236,15 +236,16 @@ StepOutcome RankTrainer::forward_backward(int64_t step) {
 }
 
 void RankTrainer::record_tensors(int64_t step, const NamedTensors& grads) {
+  const NamedTensors params = export_canonical_params(model_);
   std::vector<double> digests = in_collective("replica digest all-gather", rank_, step, [&] {
     double as_double;
-    uint64_t digest = digest_named_tensors(export_canonical_params(model_));
+    uint64_t digest = digest_named_tensors(params);
     std::memcpy(&as_double, &digest, sizeof digest);  // carried bit for bit through a double
     return all_gather_doubles(*group_, {as_double}, world_size_);
   });
   std::vector<uint64_t> replica_digests(digests.size());
   std::memcpy(replica_digests.data(), digests.data(), digests.size() * sizeof(uint64_t));
-  recorder_.record_tensors(step, grads, export_canonical_params(model_), replica_digests);
+  recorder_.record_tensors(step, grads, params, replica_digests);
 }
 
 void RankTrainer::reduce_metrics(int64_t step, const StepOutcome& outcome) {

@@ -32,7 +32,7 @@ ProducerSummary train(const CaseSpec& spec, const EngineOptions& options,
   std::optional<RunDirWriter> writer;
   try {
     const ProcessSession process(spec, program, place, options.timeout_seconds);
-    EngineTrainer trainer(spec, options, process, run_start);
+    EngineTrainer trainer(spec, options, program, process, run_start);
     if (process.writes()) {
       writer.emplace(options.out_dir, make_run_info(spec, options, process.count()),
                      options.overwrite);

@@ -43,10 +43,11 @@ pe::Tree initialise_per_device(const CaseSpec& spec, int64_t num_devices, pe::DT
 }  // namespace
 
 EngineTrainer::EngineTrainer(const CaseSpec& spec, const EngineOptions& options,
-                             const ProcessSession& process, Clock::time_point run_start)
+                             const EngineProgram& program, const ProcessSession& process,
+                             Clock::time_point run_start)
     : spec_(spec),
       options_(options),
-      program_(find_engine_program(options.step.program)),
+      program_(program),
       process_(process),
       run_start_(run_start),
       num_devices_(spec.parallel.replicas),

@@ -21,9 +21,9 @@ namespace parity::engine_trainer {
 class EngineTrainer {
  public:
   // Reads the init file and the training data and compiles the step for this process's
-  // devices; writes nothing.
-  EngineTrainer(const CaseSpec& spec, const EngineOptions& options, const ProcessSession& process,
-                std::chrono::steady_clock::time_point run_start);
+  // devices; writes nothing. `program` is options.step.program's entry.
+  EngineTrainer(const CaseSpec& spec, const EngineOptions& options, const EngineProgram& program,
+                const ProcessSession& process, std::chrono::steady_clock::time_point run_start);
 
   // Trains to the end. `writer` is process 0's run directory (null elsewhere), owned by the
   // caller so that a failure can still be recorded in it.
