@@ -24,8 +24,7 @@ void register_init_command(CLI::App& app) {
   command->add_option("--set", arguments->overrides, "override a case key: section.key=value");
   command->callback([arguments] {
     CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
-    require_widths_model(spec, "parity init");
-    NamedTensors params = init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale);
+    NamedTensors params = init_model_params(spec);
     write_safetensors(arguments->out, params,
                       {{"case", spec.name},
                        {"scheme", spec.init.scheme},

@@ -43,10 +43,9 @@ void create_output_directory(const std::filesystem::path& dir) {
 std::filesystem::path ensure_init_file(const CaseSpec& spec, const std::string& init,
                                        const std::filesystem::path& out_dir) {
   if (!init.empty()) return init;
-  require_widths_model(spec, "parity init");
   create_output_directory(out_dir);
   std::filesystem::path path = out_dir / "init.safetensors";
-  write_safetensors(path, init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale),
+  write_safetensors(path, init_model_params(spec),
                     {{"case", spec.name}, {"scheme", spec.init.scheme}});
   return path;
 }

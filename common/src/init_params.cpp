@@ -4,6 +4,7 @@
 #include <string>
 
 #include "parity/common/error.h"
+#include "parity/common/model_layers.h"
 #include "pmap_engine/random.h"
 
 namespace parity {
@@ -23,7 +24,58 @@ void check_widths(const std::vector<int64_t>& widths) {
   }
 }
 
+// jax.random.PRNGKey(seed) for a Python int with jax_enable_x64 off (JAX's default).
+pmap_engine::random::Key prng_key_of_seed(uint64_t seed, const char* what) {
+  if (seed > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    throw InputError(std::string(what) + ": init.seed " + std::to_string(seed) +
+                     " is 2^63 or more; JAX's PRNGKey takes the seed as an int64 and raises "
+                     "OverflowError; use a seed below 2^63");
+  }
+  return pmap_engine::random::prng_key(static_cast<int64_t>(seed), /*enable_x64=*/false);
+}
+
+bool ends_with(const std::string& name, const std::string& suffix) {
+  return name.size() >= suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A layers model under "jax-normal": seed 002's scheme carried over to every kernel.
+NamedTensors init_layer_params_jax_normal(const ModelSpec& model, const InitSpec& init) {
+  namespace pr = pmap_engine::random;
+  const bool partitionable = pr::default_partitionable();
+  const ModelShapes shapes = infer_model_shapes(model.layers, model.input);
+  int64_t num_kernels = 0;
+  for (const ModelTensor& param : shapes.params) num_kernels += ends_with(param.name, "/kernel");
+  const std::vector<pr::Key> keys =
+      pr::split(prng_key_of_seed(init.seed, "init_model_params"), num_kernels, partitionable);
+  const auto scale_f32 = static_cast<float>(init.scale);
+  NamedTensors params;
+  size_t kernel = 0;
+  for (const ModelTensor& param : shapes.params) {
+    const Shape shape(param.shape.begin(), param.shape.end());
+    if (ends_with(param.name, "/kernel")) {
+      std::vector<float> values = pr::normal(keys[kernel++], shape, partitionable);
+      for (float& value : values) value = value * scale_f32;
+      params.emplace(param.name, HostTensor::from_f32(shape, values));
+    } else if (ends_with(param.name, "/scale")) {
+      params.emplace(param.name, HostTensor::from_f32(
+                                     shape, std::vector<float>(shape_num_elements(shape), 1.0f)));
+    } else {
+      params.emplace(param.name, HostTensor::zeros(DType::F32, shape));
+    }
+  }
+  return params;
+}
+
 }  // namespace
+
+NamedTensors init_model_params(const CaseSpec& spec) {
+  if (spec.model.layers.empty()) {
+    return init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale);
+  }
+  if (spec.init.scheme == "jax-normal") return init_layer_params_jax_normal(spec.model, spec.init);
+  throw InternalError("init.scheme '" + spec.init.scheme + "' passed case validation");
+}
 
 NamedTensors init_mlp_params(const std::vector<int64_t>& widths, uint64_t seed, double scale) {
   return init_mlp_params(widths, seed, scale, pmap_engine::random::default_partitionable());
@@ -31,17 +83,9 @@ NamedTensors init_mlp_params(const std::vector<int64_t>& widths, uint64_t seed, 
 
 NamedTensors init_mlp_params(const std::vector<int64_t>& widths, uint64_t seed, double scale,
                              bool partitionable) {
-  namespace pr = pmap_engine::random;
   check_widths(widths);
-  if (seed > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    throw InputError("init_mlp_params: init.seed " + std::to_string(seed) +
-                     " is 2^63 or more; JAX's PRNGKey takes the seed as an int64 and raises "
-                     "OverflowError; use a seed below 2^63");
-  }
-  // jax.random.PRNGKey(seed) for a Python int with jax_enable_x64 off (JAX's default).
-  return init_mlp_params_from_key(
-      widths, pr::prng_key(static_cast<int64_t>(seed), /*enable_x64=*/false), scale,
-      partitionable);
+  return init_mlp_params_from_key(widths, prng_key_of_seed(seed, "init_mlp_params"), scale,
+                                  partitionable);
 }
 
 NamedTensors init_mlp_params_from_key(const std::vector<int64_t>& widths,

@@ -64,11 +64,13 @@ void StepRecorder::record_step(const StepRecord& record) const {
 
 void StepRecorder::record_tensors(int64_t step, const NamedTensors& grads,
                                   const NamedTensors& params,
+                                  const NamedTensors& batch_stats,
                                   const std::vector<uint64_t>& replica_param_digests) const {
   if (writer_ == nullptr) return;
   NamedTensors tensors;
   for (const auto& [name, tensor] : grads) tensors.emplace("grads/" + name, tensor);
   for (const auto& [name, tensor] : params) tensors.emplace("params/" + name, tensor);
+  for (const auto& [name, tensor] : batch_stats) tensors.emplace("batch_stats/" + name, tensor);
   HostTensor digests =
       HostTensor::zeros(DType::I64, {static_cast<int64_t>(replica_param_digests.size())});
   std::memcpy(digests.bytes.data(), replica_param_digests.data(), digests.num_bytes());

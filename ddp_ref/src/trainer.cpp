@@ -245,7 +245,7 @@ void RankTrainer::record_tensors(int64_t step, const NamedTensors& grads) {
   });
   std::vector<uint64_t> replica_digests(digests.size());
   std::memcpy(replica_digests.data(), digests.data(), digests.size() * sizeof(uint64_t));
-  recorder_.record_tensors(step, grads, params, replica_digests);
+  recorder_.record_tensors(step, grads, params, {}, replica_digests);
 }
 
 void RankTrainer::reduce_metrics(int64_t step, const StepOutcome& outcome) {

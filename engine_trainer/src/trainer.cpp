@@ -150,7 +150,7 @@ void EngineTrainer::record_step(StepRecord& record, const pe::Tree& reduced_grad
   recorder_->record_step(record);
   if (recorder_->records_tensors(record.step)) {
     recorder_->record_tensors(record.step, cases::tensors_from_params(grads),
-                              cases::tensors_from_params(params), digests);
+                              cases::tensors_from_params(params), {}, digests);
   }
 }
 

@@ -44,12 +44,13 @@ TEST(StepRecorder, WritesEachStepTheRecordStepsTensorsAndTheTotals) {
   EXPECT_TRUE(recorder.records_tensors(1));
   const NamedTensors grads = {{"dense0.kernel", HostTensor::from_f32({2}, {0.5f, -1.0f})}};
   const NamedTensors params = {{"dense0.kernel", HostTensor::from_f32({2}, {1.0f, 2.0f})}};
+  const NamedTensors batch_stats = {{"BatchNorm_0/var", HostTensor::from_f32({2}, {0.25f, 4.0f})}};
   for (int64_t step : {0, 1}) {
     recorder.check_losses_finite(step_record(step));
     recorder.record_step(step_record(step));
   }
   const std::vector<uint64_t> digests = {digest_named_tensors(params), 0xFFFFFFFFFFFFFFFFull};
-  recorder.record_tensors(1, grads, params, digests);
+  recorder.record_tensors(1, grads, params, batch_stats, digests);
   RunTotals totals;
   totals.setup_seconds = 1.5;
   totals.step_seconds = {0.2, 0.01};
@@ -71,6 +72,8 @@ TEST(StepRecorder, WritesEachStepTheRecordStepsTensorsAndTheTotals) {
   const NamedTensors tensors = read_step_tensors(run.dir, 1);
   EXPECT_TRUE(tensors.at("grads/dense0.kernel").bytes == grads.at("dense0.kernel").bytes);
   EXPECT_TRUE(tensors.at("params/dense0.kernel").bytes == params.at("dense0.kernel").bytes);
+  EXPECT_TRUE(tensors.at("batch_stats/BatchNorm_0/var").bytes ==
+              batch_stats.at("BatchNorm_0/var").bytes);
   // Digests are unsigned 64-bit values carried bit for bit in I64 slots.
   const HostTensor& slots = tensors.at("replicas/param_digests");
   ASSERT_EQ(slots.num_bytes(), 2 * sizeof(uint64_t));

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "parity/common/case_spec.h"
 #include "parity/common/host_tensor.h"
 #include "pmap_engine/random.h"
 
@@ -38,5 +39,13 @@ NamedTensors init_mlp_params_from_key(const std::vector<int64_t>& widths,
 NamedTensors init_mlp_params_from_key(const std::vector<int64_t>& widths,
                                       const pmap_engine::random::Key& key, double scale,
                                       bool partitionable);
+
+// The case's initial parameters under canonical names, whichever form its model takes: a widths
+// model as init_mlp_params; a layers model (docs/model-layers.md) by init.scheme over the
+// parameters infer_model_shapes names. "jax-normal" gives kernel i (the model's kernels in
+// order) jax.random.normal(split(PRNGKey(seed), K)[i], shape) * scale, biases and norm biases
+// zero, norm scales one. BatchNorm statistics are not in the file: both frameworks start them
+// at mean 0 and variance 1.
+NamedTensors init_model_params(const CaseSpec& spec);
 
 }  // namespace parity

@@ -1,6 +1,6 @@
 // The run directory's bookkeeping, shared by both producers so that they record the same things
 // the same way: each step's metrics line (with the data-order digests), the tensors at the
-// case's record steps (grads/, params/, replicas/param_digests), and run.json's timings, memory
+// case's record steps (grads/, params/, batch_stats/, replicas/param_digests), and run.json's timings, memory
 // and results at the end. The producers compute the numbers; this writes them.
 #pragma once
 
@@ -50,9 +50,12 @@ class StepRecorder {
   void check_losses_finite(const StepRecord& record) const;
   // The step's metrics line (the case's lr; digests of the global sample ids).
   void record_step(const StepRecord& record) const;
-  // The step's tensors: grads/NAME, params/NAME and every replica's parameter digest
-  // (digest_named_tensors, carried bit for bit in I64 slots).
+  // The step's tensors: grads/NAME, params/NAME, batch_stats/NAME (model state: BatchNorm's
+  // running statistics, of the replica whose params are recorded; none for a model without
+  // BatchNorm) and every replica's parameter digest (digest_named_tensors, carried bit for bit
+  // in I64 slots).
   void record_tensors(int64_t step, const NamedTensors& grads, const NamedTensors& params,
+                      const NamedTensors& batch_stats,
                       const std::vector<uint64_t>& replica_param_digests) const;
   // run.json's timings, memory and results; status "complete".
   void finish(const RunTotals& totals) const;
