@@ -61,7 +61,7 @@ struct Findings {
   // recorded tensors (usually 0) all matched.
   std::optional<bool> first_grads_match;
   std::optional<bool> first_params_match;
-  std::optional<int64_t> first_tensor_mismatch;  // gradients or parameters
+  std::optional<int64_t> first_tensor_mismatch;  // gradients, parameters or model state
   std::vector<ReplicaDivergence> divergences;    // at most one per run
   std::optional<int64_t> first_sample_mismatch;
   // The first step at which one run repeats more samples within its global batch than the
@@ -81,6 +81,10 @@ Check check_loss_curve(const RunPair& runs, const Tolerance& tolerance, StepSeri
 // The gradients and parameters checks, from the recorded tensors.
 Check check_gradients(const TensorScan& scan, const Tolerance& tolerance, Findings& findings);
 Check check_parameters(const TensorScan& scan, const Tolerance& tolerance, Findings& findings);
+// The model state check (BatchNorm's running statistics), like parameters; nullopt when neither
+// run recorded model state (a model without BatchNorm).
+std::optional<Check> check_model_state(const TensorScan& scan, const Tolerance& tolerance,
+                                       Findings& findings);
 Check check_replicas(const TensorScan& scan, Findings& findings);
 Check check_data(const RunPair& runs, Findings& findings);
 Check check_rng();

@@ -146,7 +146,7 @@ bool accept_float_noise(ComparisonResult& result, const Findings& findings) {
   }
   const auto within_tolerance_only = [](const Check& check) {
     return check.status != CheckStatus::kFail || check.id == "loss_curve" ||
-           check.id == "gradients" || check.id == "parameters";
+           check.id == "gradients" || check.id == "parameters" || check.id == "model_state";
   };
   if (!std::all_of(result.checks.begin(), result.checks.end(), within_tolerance_only)) {
     return false;
@@ -199,6 +199,11 @@ ComparisonResult compare_runs(const RunDir& a, const RunDir& b, const CompareOpt
       check_throughput(runs, options),
       check_memory(runs, options),
   };
+  if (std::optional<Check> state = check_model_state(scan, result.tensor_tolerance, findings)) {
+    const auto parameters = std::find_if(result.checks.begin(), result.checks.end(),
+                                         [](const Check& c) { return c.id == "parameters"; });
+    result.checks.insert(parameters + 1, std::move(*state));
+  }
   findings.first_non_finite = find_first_non_finite(runs);
   result.diagnoses = diagnose(runs, findings);
   const bool float_noise = accept_float_noise(result, findings);

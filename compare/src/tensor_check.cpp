@@ -1,4 +1,4 @@
-// The gradients and parameters checks: every recorded tensor at every step both runs recorded,
+// The gradients, parameters and model state checks: every recorded tensor at every step both runs recorded,
 // element by element against the tensor tolerance, listed worst first. Gradients also give the
 // global norm ratio A/B per step, the figure pitfall P2 shows up in.
 #include <fmt/format.h>
@@ -183,6 +183,15 @@ Check check_parameters(const TensorScan& scan, const Tolerance& tolerance, Findi
       check_tensor_group("parameters", "Parameters", "parameter", scan.params, scan, tolerance);
   note_tensor_mismatch(check, findings);
   findings.first_params_match = first_step_matches(scan, scan.params);
+  return check;
+}
+
+std::optional<Check> check_model_state(const TensorScan& scan, const Tolerance& tolerance,
+                                       Findings& findings) {
+  if (scan.batch_stats.compared.empty() && scan.batch_stats.mismatched.empty()) return std::nullopt;
+  Check check = check_tensor_group("model_state", "Model state (BatchNorm statistics)",
+                                   "BatchNorm statistic", scan.batch_stats, scan, tolerance);
+  note_tensor_mismatch(check, findings);
   return check;
 }
 

@@ -18,6 +18,7 @@ namespace {
 
 constexpr const char* kGradsPrefix = "grads/";
 constexpr const char* kParamsPrefix = "params/";
+constexpr const char* kBatchStatsPrefix = "batch_stats/";
 constexpr const char* kDigestsName = "replicas/param_digests";
 
 // The file read_step_tensors reads, for messages (README "Run directory").
@@ -195,6 +196,8 @@ TensorScan scan_tensors(const RunDir& a, const RunDir& b, double rtol, double at
                   scan.grads, &grad_norms);
     compare_group(step, *tensors_a, *tensors_b, kParamsPrefix, file_a, file_b, rtol, atol,
                   scan.params, nullptr);
+    compare_group(step, *tensors_a, *tensors_b, kBatchStatsPrefix, file_a, file_b, rtol, atol,
+                  scan.batch_stats, nullptr);
     if (grad_norms.bb > 0) {
       scan.grad_global_norm_ratio[step] = std::sqrt(grad_norms.aa) / std::sqrt(grad_norms.bb);
     }

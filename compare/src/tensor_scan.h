@@ -42,7 +42,7 @@ struct TensorMismatch {
   std::string why;
 };
 
-struct TensorGroup {  // "grads/" or "params/" tensors
+struct TensorGroup {  // "grads/", "params/" or "batch_stats/" tensors
   std::vector<TensorComparison> compared;
   std::vector<TensorMismatch> mismatched;
 };
@@ -51,6 +51,7 @@ struct TensorScan {
   std::vector<int64_t> steps_a, steps_b;  // steps each run recorded tensors at
   std::vector<int64_t> common_steps;      // recorded by both
   TensorGroup grads, params;
+  TensorGroup batch_stats;  // model state (BatchNorm running statistics); empty for other models
   // ||grads_A|| / ||grads_B|| over all gradient tensors, per common step.
   std::map<int64_t, double> grad_global_norm_ratio;
   // replicas/param_digests per recorded step, each run's own steps; absent when not recorded.

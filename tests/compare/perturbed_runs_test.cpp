@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "parity/compare/compare.h"
@@ -185,6 +186,42 @@ TEST_F(CompareRunsPerturbed, LossBeyondTheLaneFailsWithinItWarns) {
   EXPECT_EQ(loss.status, CheckStatus::kWarn);
   EXPECT_FALSE(loss.first_failing_step);
   EXPECT_EQ(lenient.verdict, Verdict::kEquivalent) << lenient.headline;
+}
+
+// BatchNorm statistics are model state, recorded as batch_stats/NAME and checked like parameters:
+// the check appears only when a run recorded them, passes when they agree and fails at the step
+// where one run's running variance is off.
+TEST_F(CompareRunsPerturbed, BatchNormStatisticsAreCheckedLikeParameters) {
+  const ComparisonResult mlp = compare_with_ddp(testing::pmap_run());
+  EXPECT_TRUE(std::none_of(mlp.checks.begin(), mlp.checks.end(),
+                           [](const Check& check) { return check.id == "model_state"; }))
+      << "an MLP records no model state, and its report shows no such check";
+  const auto add_statistics = [](const std::filesystem::path& run, float drift) {
+    for (int64_t step : {0, 3, 9}) {
+      testing::edit_tensors(run, step, [step, drift](NamedTensors& tensors) {
+        const float var = step == 9 ? 0.5f + drift : 0.5f;
+        tensors.emplace("batch_stats/BatchNorm_0/mean", HostTensor::from_f32({2}, {0.1f, -0.2f}));
+        tensors.emplace("batch_stats/BatchNorm_0/var", HostTensor::from_f32({2}, {var, 2.0f}));
+      });
+    }
+    return run;
+  };
+  const auto ddp = add_statistics(testing::copy_run(testing::ddp_run(), dir_.path("ddp")), 0);
+  const ComparisonResult agreeing =
+      compare_run_dirs(add_statistics(copy(), 0), ddp, CompareOptions{});
+  const Check& state = find_check(agreeing, "model_state");
+  EXPECT_EQ(state.status, CheckStatus::kPass) << state.summary;
+  EXPECT_EQ(figure(state, "tensors_compared"), 6);  // 2 statistics at 3 steps
+  EXPECT_EQ(agreeing.verdict, Verdict::kEquivalent) << agreeing.headline;
+
+  const auto drifted = add_statistics(testing::copy_run(testing::pmap_run(), dir_.path("drift")),
+                                      1e-3f);
+  const ComparisonResult differing = compare_run_dirs(drifted, ddp, CompareOptions{});
+  const Check& failing = find_check(differing, "model_state");
+  EXPECT_EQ(failing.status, CheckStatus::kFail);
+  EXPECT_EQ(failing.first_failing_step, 9);
+  EXPECT_THAT(all_details(failing), HasSubstr("step 9 BatchNorm_0/var (2,): 1 of 2 elements out of tolerance"));
+  EXPECT_EQ(differing.verdict, Verdict::kNotEquivalent);
 }
 
 }  // namespace
