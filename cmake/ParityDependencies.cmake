@@ -26,6 +26,13 @@ if(NOT LIBZIP_FOUND)
     "parity: libzip not found through pkg-config. Install the Debian packages 'libzip-dev' and "
     "'pkg-config' (or run scripts/install-deps.sh, which installs everything).")
 endif()
+# Nettle's SHA-1: Flax folds each parameter's module path into its key through SHA-1.
+pkg_check_modules(NETTLE QUIET IMPORTED_TARGET nettle)
+if(NOT NETTLE_FOUND)
+  message(FATAL_ERROR
+    "parity: nettle not found through pkg-config. Install the Debian package 'nettle-dev' "
+    "(or run scripts/install-deps.sh, which installs everything).")
+endif()
 parity_find_package(Threads libc6-dev)
 parity_find_package(Torch libtorch-dev)
 parity_find_package(Gloo libgloo-dev)

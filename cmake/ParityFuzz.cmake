@@ -37,6 +37,10 @@ endif()
 if(NOT LIBZIP_FOUND)
   message(FATAL_ERROR "parity: libzip not found through pkg-config; run scripts/install-deps.sh.")
 endif()
+pkg_check_modules(NETTLE QUIET IMPORTED_TARGET nettle)
+if(NOT NETTLE_FOUND)
+  message(FATAL_ERROR "parity: nettle not found through pkg-config; run scripts/install-deps.sh.")
+endif()
 
 # pmap_engine_random (JAX's threefry PRNG; common/ links it for initial parameters) without the
 # rest of pmap_engine/CMakeLists.txt, which needs OpenBLAS and Gloo.

@@ -91,6 +91,10 @@ class CaseChecker {
                               "is given as widths",
            "remove input, or describe the model with layers");
     }
+    if (spec_.init.scheme == "flax") {
+      fail(keys::kInitScheme, "'flax' initialises the Flax modules of a model given as layers",
+           "use jax-normal for a widths model, or describe the model with layers");
+    }
     const Key& key = keys::kModelWidths;
     const std::vector<int64_t>& widths = spec_.model.widths;
     if (widths.empty()) {

@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 
+#include "flax_init.h"
 #include "parity/common/error.h"
 #include "parity/common/model_layers.h"
 #include "pmap_engine/random.h"
@@ -74,6 +75,9 @@ NamedTensors init_model_params(const CaseSpec& spec) {
     return init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale);
   }
   if (spec.init.scheme == "jax-normal") return init_layer_params_jax_normal(spec.model, spec.init);
+  if (spec.init.scheme == "flax") {
+    return init_layer_params_flax(spec.model, prng_key_of_seed(spec.init.seed, "init_model_params"));
+  }
   throw InternalError("init.scheme '" + spec.init.scheme + "' passed case validation");
 }
 

@@ -89,6 +89,18 @@ std::vector<float> uniform(Key key, const Shape& shape, float minval, float maxv
 // uniform(key, shape, nextafter(-1, 0), 1): u lies in the open interval (-1, 1).
 std::vector<float> normal(Key key, const Shape& shape, bool partitionable);
 
+// jax.random.truncated_normal(key, lower, upper, shape, float32) (jax/_src/random/core.py
+// _truncated_normal): u = uniform(key, shape, erf(lower / sqrt2), erf(upper / sqrt2)), then
+// sqrt2 * erf_inv(u) clamped to the open interval (lower, upper) by nextafter.
+std::vector<float> truncated_normal(Key key, float lower, float upper, const Shape& shape,
+                                    bool partitionable);
+
+// lax.erf for float32 as XLA:CPU computes it when it runs the op (xla/codegen/intrinsic/erf.cc,
+// EmitErfF32: Eigen's rational interpolant x P(x^2) / Q(x^2) evaluated with fused multiply-adds,
+// and +-1 from |x| >= 3.8325069). A jitted erf of a constant is folded by XLA's evaluator with
+// std::erf instead, which can differ in the last bit.
+float erf(float x);
+
 // lax.erf_inv for float32 as XLA computes it on the CPU: StableHLO's erfInv32 (M. Giles'
 // single-precision approximation, a degree-8 polynomial in w = -log1p(-x*x)) with XLA's
 // log1p. erf_inv(+-1) = +-inf; |x| > 1 gives NaN.

@@ -9,6 +9,8 @@
 //     make its own elements without the others: that is what makes it partitionable.
 //   original: the counts 0..n-1 go through threefry_2x32's halves layout (threefry.cpp), so
 //     element i shares a block with element i +- ceil(n/2) and its value depends on n.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -249,6 +251,38 @@ std::vector<float> uniform(Key key, const Shape& shape, float minval, float maxv
   const float range = maxval - minval;  // float32, as JAX subtracts the converted bounds
   std::vector<float> values(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) values[i] = uniform_from_bits(bits[i], minval, range);
+  return values;
+}
+
+float erf(float x) {
+  constexpr float kSaturatesAt = 3.832506856900711f;  // erf rounds to +-1 from here on
+  constexpr std::array<float, 5> kNumerator = {0.00022905065861350646f, 0.0034082910107109506f,
+                                               0.050955695062380861f, 0.18520832239976145f,
+                                               1.128379143519084f};
+  constexpr std::array<float, 7> kDenominator = {
+      -1.1791602954361697e-7f, 0.000023547966471313185f, 0.0010179625278914885f,
+      0.014070470171167667f,   0.11098505178285362f,     0.49746925110067538f,
+      1.0f};
+  const float x2 = x * x;
+  // Horner steps as XLA emits them: each one a single llvm.fma (one rounding).
+  const auto horner = [x2](const auto& coeffs) {
+    float acc = coeffs[0];
+    for (size_t i = 1; i < coeffs.size(); ++i) acc = std::fma(x2, acc, coeffs[i]);
+    return acc;
+  };
+  if (kSaturatesAt <= std::fabs(x)) return std::copysign(1.0f, x);
+  return (x * horner(kNumerator)) / horner(kDenominator);
+}
+
+std::vector<float> truncated_normal(Key key, float lower, float upper, const Shape& shape,
+                                    bool partitionable) {
+  const auto sqrt2 = static_cast<float>(std::sqrt(2.0));  // np.array(np.sqrt(2), float32)
+  const float a = erf(lower / sqrt2);
+  const float b = erf(upper / sqrt2);
+  std::vector<float> values = uniform(key, shape, a, b, partitionable);
+  const float low = std::nextafter(lower, std::numeric_limits<float>::infinity());
+  const float high = std::nextafter(upper, -std::numeric_limits<float>::infinity());
+  for (float& value : values) value = std::clamp(sqrt2 * erf_inv(value), low, high);
   return values;
 }
 

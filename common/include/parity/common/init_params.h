@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "parity/common/case_spec.h"
@@ -44,8 +45,17 @@ NamedTensors init_mlp_params_from_key(const std::vector<int64_t>& widths,
 // model as init_mlp_params; a layers model (docs/model-layers.md) by init.scheme over the
 // parameters infer_model_shapes names. "jax-normal" gives kernel i (the model's kernels in
 // order) jax.random.normal(split(PRNGKey(seed), K)[i], shape) * scale, biases and norm biases
-// zero, norm scales one. BatchNorm statistics are not in the file: both frameworks start them
-// at mean 0 and variance 1.
+// zero, norm scales one; "flax" is flax.linen's own initialisation (common/src/flax_init.h).
+// BatchNorm statistics are not in the file: both frameworks start them at mean 0, variance 1.
 NamedTensors init_model_params(const CaseSpec& spec);
+
+// The key the `counter`-th self.param call (1-based) of the module at `module_path` ({"Residual_0",
+// "Conv_0"}) receives from the root key (flax/core/scope.py, Scope.push and Scope.make_rng: each
+// scope appends its name to a LazyRng suffix, make_rng appends the scope's call count, and
+// _fold_in_static folds SHA-1(suffix)'s first 4 bytes, big-endian, into the root key;
+// flax_fix_rng_separator is off by default, so no separators are hashed).
+pmap_engine::random::Key flax_param_key(pmap_engine::random::Key root,
+                                        const std::vector<std::string>& module_path,
+                                        uint32_t counter);
 
 }  // namespace parity

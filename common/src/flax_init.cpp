@@ -1,0 +1,99 @@
+#include "flax_init.h"
+
+#include <nettle/sha1.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "parity/common/error.h"
+#include "parity/common/init_params.h"
+#include "parity/common/model_layers.h"
+
+namespace parity {
+namespace {
+
+namespace pr = pmap_engine::random;
+
+// Python's int.to_bytes((x.bit_length() + 7) // 8, "big"): no leading zero bytes, none for 0.
+std::string big_endian_bytes(uint32_t value) {
+  std::string bytes;
+  for (; value != 0; value >>= 8) bytes.insert(bytes.begin(), static_cast<char>(value & 0xFF));
+  return bytes;
+}
+
+std::vector<std::string> split_path(const std::string& name) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', start)) {
+    parts.push_back(name.substr(start, slash - start));
+    start = slash + 1;
+  }
+  parts.push_back(name.substr(start));
+  return parts;
+}
+
+// jax.nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal") for a kernel whose
+// last two axes are (in, out) (jax/_src/nn/initializers.py, _compute_fans with in_axis=-2,
+// out_axis=-1: the other axes are the receptive field). The variance is the Python float
+// 1 / fan_in cast to float32; sqrt and the division by the truncated normal's standard deviation
+// run in float32.
+std::vector<float> lecun_normal(pr::Key key, const Shape& shape) {
+  double fan_in = static_cast<double>(shape[shape.size() - 2]);
+  for (size_t axis = 0; axis + 2 < shape.size(); ++axis) fan_in *= static_cast<double>(shape[axis]);
+  const auto variance = static_cast<float>(1.0 / fan_in);
+  const float stddev = std::sqrt(variance) / static_cast<float>(.87962566103423978);
+  std::vector<float> values =
+      pr::truncated_normal(key, -2.0f, 2.0f, shape, pr::default_partitionable());
+  for (float& value : values) value = value * stddev;
+  return values;
+}
+
+}  // namespace
+
+pr::Key flax_param_key(pr::Key root, const std::vector<std::string>& module_path,
+                       uint32_t counter) {
+  sha1_ctx context;
+  sha1_init(&context);
+  const auto update = [&context](const std::string& bytes) {
+    sha1_update(&context, bytes.size(), reinterpret_cast<const uint8_t*>(bytes.data()));
+  };
+  for (const std::string& name : module_path) update(name);  // str: its UTF-8 bytes
+  update(big_endian_bytes(counter));
+  uint8_t digest[SHA1_DIGEST_SIZE];
+  sha1_digest(&context, SHA1_DIGEST_SIZE, digest);
+  const uint32_t hash = (uint32_t{digest[0]} << 24) | (uint32_t{digest[1]} << 16) |
+                        (uint32_t{digest[2]} << 8) | uint32_t{digest[3]};
+  return pr::fold_in(root, hash);
+}
+
+NamedTensors init_layer_params_flax(const ModelSpec& model, pr::Key root) {
+  const ModelShapes shapes = infer_model_shapes(model.layers, model.input);
+  // infer_model_shapes lists each module's parameters in the order its Flax module creates them
+  // (kernel then bias; scale then bias), so a parameter's make_rng count is its place there.
+  std::map<std::vector<std::string>, uint32_t> calls_per_module;
+  NamedTensors params;
+  for (const ModelTensor& param : shapes.params) {
+    std::vector<std::string> path = split_path(param.name);
+    const std::string leaf = path.back();
+    path.pop_back();
+    const uint32_t counter = ++calls_per_module[path];
+    const Shape shape(param.shape.begin(), param.shape.end());
+    if (leaf == "kernel") {
+      params.emplace(param.name,
+                     HostTensor::from_f32(shape, lecun_normal(flax_param_key(root, path, counter),
+                                                              shape)));
+    } else if (leaf == "scale") {
+      params.emplace(param.name, HostTensor::from_f32(
+                                     shape, std::vector<float>(shape_num_elements(shape), 1.0f)));
+    } else if (leaf == "bias") {
+      params.emplace(param.name, HostTensor::zeros(DType::F32, shape));
+    } else {
+      throw InternalError("no Flax initialiser for parameter '" + param.name + "'");
+    }
+  }
+  return params;
+}
+
+}  // namespace parity
