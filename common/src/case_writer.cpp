@@ -62,8 +62,9 @@ std::string toml_value(const LayerPadding& padding) {
 // an optional key at its default.
 std::string layer_key_value(const LayerSpec& layer, const std::string& key, bool required) {
   const LayerSpec defaults;
-  if (key == "features") return toml_value(layer.features);
-  if (key == "kernel" || key == "window") return toml_value(layer.kernel);
+  if (key == "features" || key == "hidden") return toml_value(layer.features);
+  if (key == "heads") return toml_value(layer.heads);
+  if (key == "kernel" || key == "window" || key == "patch") return toml_value(layer.kernel);
   if (key == "strides") return layer.strides.empty() ? "" : toml_value(layer.strides);
   if (key == "padding") {
     return required || !(layer.padding == defaults.padding) ? toml_value(layer.padding) : "";
@@ -76,7 +77,7 @@ std::string layer_key_value(const LayerSpec& layer, const std::string& key, bool
   }
   if (key == "sync") return layer.sync == defaults.sync ? "" : toml_value(layer.sync);
   if (key == "approximate") return toml_value(layer.approximate);
-  if (key == "rate") return toml_value(layer.rate);
+  if (key == "rate") return required || layer.rate != defaults.rate ? toml_value(layer.rate) : "";
   if (key == "momentum") return toml_value(layer.momentum);
   if (key == "epsilon") return toml_value(layer.epsilon);
   if (key == "layers") return toml_value(layer.layers);

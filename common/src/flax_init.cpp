@@ -34,14 +34,26 @@ std::vector<std::string> split_path(const std::string& name) {
   return parts;
 }
 
-// jax.nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal") for a kernel whose
-// last two axes are (in, out) (jax/_src/nn/initializers.py, _compute_fans with in_axis=-2,
-// out_axis=-1: the other axes are the receptive field). The variance is the Python float
-// 1 / fan_in cast to float32; sqrt and the division by the truncated normal's standard deviation
-// run in float32.
-std::vector<float> lecun_normal(pr::Key key, const Shape& shape) {
-  double fan_in = static_cast<double>(shape[shape.size() - 2]);
-  for (size_t axis = 0; axis + 2 < shape.size(); ++axis) fan_in *= static_cast<double>(shape[axis]);
+// A kernel's fan-in as lecun_normal sees it (jax/_src/nn/initializers.py, _compute_fans with
+// in_axis=-2, out_axis=-1). Dense (in, out) and conv (H, W, in, out) kernels: every axis but the
+// last (the receptive field times the inputs). Attention projections are DenseGeneral kernels,
+// which flax/linen/linear.py (DenseGeneral, kernel_init_wrap) initialises flattened to
+// (contracted, features): query, key and value (E, H, E/H) as (E, H * E/H), so E; out
+// (H, E/H, E) as (H * E/H, E), every axis but the last again.
+double fan_in(const std::string& module, const Shape& shape) {
+  if (module == "query" || module == "key" || module == "value") {
+    return static_cast<double>(shape.front());
+  }
+  double product = 1;
+  for (size_t axis = 0; axis + 1 < shape.size(); ++axis) product *= static_cast<double>(shape[axis]);
+  return product;
+}
+
+// jax.nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal"): the variance is the
+// Python float 1 / fan_in cast to float32; sqrt and the division by the truncated normal's
+// standard deviation run in float32. The values are drawn for the kernel's own shape (the same
+// row-major stream as its flattened shape).
+std::vector<float> lecun_normal(pr::Key key, const Shape& shape, double fan_in) {
   const auto variance = static_cast<float>(1.0 / fan_in);
   const float stddev = std::sqrt(variance) / static_cast<float>(.87962566103423978);
   std::vector<float> values =
@@ -80,14 +92,20 @@ NamedTensors init_layer_params_flax(const ModelSpec& model, pr::Key root) {
     path.pop_back();
     const uint32_t counter = ++calls_per_module[path];
     const Shape shape(param.shape.begin(), param.shape.end());
+    const pr::Key key = flax_param_key(root, path, counter);
     if (leaf == "kernel") {
-      params.emplace(param.name,
-                     HostTensor::from_f32(shape, lecun_normal(flax_param_key(root, path, counter),
-                                                              shape)));
+      params.emplace(param.name, HostTensor::from_f32(
+                                     shape, lecun_normal(key, shape, fan_in(path.back(), shape))));
+    } else if (leaf == "pos_embedding") {
+      // google-research/vision_transformer (vit_jax/models_vit.py, Encoder: AddPositionEmbs with
+      // posemb_init=nn.initializers.normal(stddev=0.02)): normal(key) * float32(0.02).
+      std::vector<float> values = pr::normal(key, shape, pr::default_partitionable());
+      for (float& value : values) value = value * 0.02f;
+      params.emplace(param.name, HostTensor::from_f32(shape, values));
     } else if (leaf == "scale") {
       params.emplace(param.name, HostTensor::from_f32(
                                      shape, std::vector<float>(shape_num_elements(shape), 1.0f)));
-    } else if (leaf == "bias") {
+    } else if (leaf == "bias" || leaf == "cls") {  // cls: nn.initializers.zeros (VisionTransformer)
       params.emplace(param.name, HostTensor::zeros(DType::F32, shape));
     } else {
       throw InternalError("no Flax initialiser for parameter '" + param.name + "'");

@@ -20,6 +20,9 @@ std::string key_help(const std::string& key) {
   }
   if (key == "strides") return "flax's pools default to 1, torch's to the window, so say which";
   if (key == "padding") return "\"SAME\", \"VALID\" or [[top, bottom], [left, right]]";
+  if (key == "patch") return "[height, width] of a patch; both must divide the image's";
+  if (key == "heads") return "the number of attention heads; it must divide the features";
+  if (key == "hidden") return "the width of the MLP's hidden layer";
   return "";
 }
 
@@ -98,8 +101,11 @@ class LayerReader {
 
   void read_key(LayerSpec& layer, const std::string& name, const toml::node& value,
                 const std::string& path) {
-    if (name == "features") layer.features = integer(value, path, 1);
-    if (name == "kernel" || name == "window") layer.kernel = pair(value, path, 1);
+    if (name == "features" || name == "hidden") layer.features = integer(value, path, 1);
+    if (name == "heads") layer.heads = integer(value, path, 1);
+    if (name == "kernel" || name == "window" || name == "patch") {
+      layer.kernel = pair(value, path, 1);
+    }
     if (name == "strides") layer.strides = pair(value, path, 1);
     if (name == "padding") layer.padding = padding(value, path);
     if (name == "use_bias") layer.use_bias = boolean(value, path);

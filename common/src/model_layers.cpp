@@ -39,6 +39,24 @@ int64_t window_output(const LayerSpec& layer, size_t axis, int64_t in) {
   return (padded - window) / stride + 1;
 }
 
+void require_tokens(const LayerSpec& layer, const std::vector<int64_t>& input) {
+  if (input.size() != 2) {
+    refuse(layer,
+           fmt::format("it takes a sequence of tokens (tokens, features), found {}",
+                       shape_text(input)),
+           "put a patch_embed layer before it");
+  }
+}
+
+// The divisors of `size`, for the message that asks for a patch that divides the image.
+std::string divisors(int64_t size) {
+  std::vector<int64_t> found;
+  for (int64_t d = 1; d <= size; ++d) {
+    if (size % d == 0) found.push_back(d);
+  }
+  return fmt::format("{}", fmt::join(found, ", "));
+}
+
 void require_image(const LayerSpec& layer, const std::vector<int64_t>& input) {
   if (input.size() != 3) {
     refuse(layer,
@@ -90,9 +108,71 @@ class ShapeWalker {
       out_.params.push_back({name + "/bias", {shape.back()}});
     } else if (kind == "residual") {
       shape = residual(layer, shape, name + "/");
+    } else if (kind == "patch_embed") {
+      shape = patch_embed(layer, shape, name);
+    } else if (kind == "class_token") {
+      // A parameter of the model itself, not a submodule, as google-research/vision_transformer's
+      // VisionTransformer creates `cls`; prepended to the tokens.
+      require_tokens(layer, shape);
+      out_.params.push_back({scope + "cls", {1, 1, shape[1]}});
+      shape[0] += 1;
+    } else if (kind == "pos_embed") {
+      require_tokens(layer, shape);
+      out_.params.push_back({name + "/pos_embedding", {1, shape[0], shape[1]}});
+    } else if (kind == "attention") {
+      attention(layer, shape, name);
+    } else if (kind == "mlp_block") {
+      require_tokens(layer, shape);
+      const int64_t width = shape.back();
+      add_params(name + "/Dense_0", true, {width, layer.features}, layer.features);
+      add_params(name + "/Dense_1", true, {layer.features, width}, width);
+    } else if (kind == "mean_tokens" || kind == "take_class_token") {
+      require_tokens(layer, shape);
+      shape = {shape[1]};
     }
     // relu, tanh, silu, gelu: functions, shape unchanged.
     return shape;
+  }
+
+  // nn.Conv(features, kernel_size=patch, strides=patch, padding="VALID"), then the (h, w) grid
+  // of patches as h * w tokens.
+  std::vector<int64_t> patch_embed(const LayerSpec& layer, const std::vector<int64_t>& shape,
+                                   const std::string& name) {
+    require_image(layer, shape);
+    for (size_t axis = 0; axis < 2; ++axis) {
+      if (shape[axis] % layer.kernel[axis] != 0) {
+        refuse(layer,
+               fmt::format("a patch of {} does not divide the image's {} along axis {}",
+                           layer.kernel[axis], shape[axis], axis),
+               fmt::format("use a patch size that divides {}: {}", shape[axis],
+                           divisors(shape[axis])));
+      }
+    }
+    add_params(name, layer.use_bias, {layer.kernel[0], layer.kernel[1], shape[2], layer.features},
+               layer.features);
+    return {(shape[0] / layer.kernel[0]) * (shape[1] / layer.kernel[1]), layer.features};
+  }
+
+  // nn.MultiHeadDotProductAttention(num_heads=heads) as self-attention: DenseGeneral submodules
+  // query, key and value (kernel (E, H, E/H), bias (H, E/H)) and out (kernel (H, E/H, E), bias
+  // (E)), created in that order (flax/linen/attention.py, MultiHeadDotProductAttention.__call__).
+  void attention(const LayerSpec& layer, const std::vector<int64_t>& shape,
+                 const std::string& name) {
+    require_tokens(layer, shape);
+    const int64_t width = shape[1];
+    if (width % layer.heads != 0) {
+      refuse(layer,
+             fmt::format("{} heads do not divide the {} features", layer.heads, width),
+             fmt::format("use a number of heads that divides {}: {}", width, divisors(width)));
+    }
+    const int64_t head_dim = width / layer.heads;
+    for (const char* projection : {"query", "key", "value"}) {
+      out_.params.push_back({fmt::format("{}/{}/kernel", name, projection),
+                             {width, layer.heads, head_dim}});
+      out_.params.push_back({fmt::format("{}/{}/bias", name, projection), {layer.heads, head_dim}});
+    }
+    out_.params.push_back({name + "/out/kernel", {layer.heads, head_dim, width}});
+    out_.params.push_back({name + "/out/bias", {width}});
   }
 
   std::vector<int64_t> residual(const LayerSpec& layer, const std::vector<int64_t>& input,
@@ -125,7 +205,8 @@ class ShapeWalker {
 }  // namespace
 
 bool LayerSpec::operator==(const LayerSpec& other) const {
-  return kind == other.kind && features == other.features && kernel == other.kernel &&
+  return kind == other.kind && features == other.features && heads == other.heads &&
+         kernel == other.kernel &&
          strides == other.strides && padding == other.padding && use_bias == other.use_bias &&
          count_include_pad == other.count_include_pad && approximate == other.approximate &&
          rate == other.rate && momentum == other.momentum && epsilon == other.epsilon &&
@@ -151,6 +232,14 @@ const std::vector<LayerKind>& layer_kinds() {
       {"batch_norm", {"momentum", "epsilon"}, {"sync"}},
       {"layer_norm", {"epsilon"}, {}},
       {"residual", {"layers"}, {"projection"}},
+      // Transformer kinds, on tokens (tokens, features).
+      {"patch_embed", {"patch", "features"}, {"use_bias"}},
+      {"class_token", {}, {}},
+      {"pos_embed", {}, {}},
+      {"attention", {"heads"}, {"rate"}},
+      {"mlp_block", {"hidden", "approximate"}, {}},
+      {"mean_tokens", {}, {}},
+      {"take_class_token", {}, {}},
   };
   return kinds;
 }
@@ -158,7 +247,11 @@ const std::vector<LayerKind>& layer_kinds() {
 std::string ModuleNamer::next(const std::string& kind) {
   static const std::map<std::string, std::string> module_classes = {
       {"dense", "Dense"},         {"conv", "Conv"},           {"batch_norm", "BatchNorm"},
-      {"layer_norm", "LayerNorm"}, {"residual", "Residual"}, {"dropout", "Dropout"}};
+      {"layer_norm", "LayerNorm"}, {"residual", "Residual"}, {"dropout", "Dropout"},
+      // A patch embedding is an nn.Conv; the others are the modules google-research's ViT
+      // defines (AddPositionEmbs, MlpBlock) and Flax's attention.
+      {"patch_embed", "Conv"},    {"pos_embed", "AddPositionEmbs"},
+      {"attention", "MultiHeadDotProductAttention"}, {"mlp_block", "MlpBlock"}};
   const auto found = module_classes.find(kind);
   if (found == module_classes.end()) return "";
   return fmt::format("{}_{}", found->second, counters_[found->second]++);

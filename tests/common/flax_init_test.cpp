@@ -95,6 +95,36 @@ TEST(FlaxInit, CnnKernelsAreLecunNormalBiasesZeroScalesOne) {
   EXPECT_NE(params.at("Residual_0/Conv_0/kernel").bytes, params.at("Residual_0/Conv_1/kernel").bytes);
 }
 
+// The standard deviation of a tensor's values.
+double spread(const HostTensor& tensor) {
+  const float* values = tensor.data_as<float>();
+  double sum = 0, sum_squares = 0;
+  const size_t count = tensor.num_elements();
+  for (size_t i = 0; i < count; ++i) {
+    sum += values[i];
+    sum_squares += static_cast<double>(values[i]) * values[i];
+  }
+  const double n = static_cast<double>(count);
+  return std::sqrt(sum_squares / n - (sum / n) * (sum / n));
+}
+
+TEST(FlaxInit, ViTPositionsAreNormalTimesTwoHundredthsAndAttentionKernelsLecunOverTheirInputs) {
+  const NamedTensors params = init_model_params(load_case("vit-fmnist"));
+  // AddPositionEmbs: normal(stddev=0.02); 49 x 64 values, sampling error about 0.0003.
+  EXPECT_NEAR(spread(params.at("AddPositionEmbs_0/pos_embedding")), 0.02, 0.0015);
+  // DenseGeneral query (64, 4, 16) initialises as (64, 64): fan_in 64, standard deviation 1/8;
+  // out (4, 16, 64) as (64, 64) too. A fan-in of 4 * 64 (the 3-D shape read as a conv's) would
+  // give 1/16.
+  const std::string attention = "Residual_0/MultiHeadDotProductAttention_0/";
+  EXPECT_NEAR(spread(params.at(attention + "query/kernel")), 0.125, 0.01);
+  EXPECT_NEAR(spread(params.at(attention + "out/kernel")), 0.125, 0.01);
+  // MlpBlock's second dense: (128, 64), fan_in 128.
+  EXPECT_NEAR(spread(params.at("Residual_1/MlpBlock_0/Dense_1/kernel")), 1 / std::sqrt(128.0),
+              0.01);
+  // query, key and value are separate modules with keys of their own.
+  EXPECT_NE(params.at(attention + "query/kernel").bytes, params.at(attention + "key/kernel").bytes);
+}
+
 TEST(FlaxInit, WidthsModelsRefuseTheFlaxScheme) {
   try {
     load_case("mlp2-fmnist", {"init.scheme=flax"});

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "parity/common/case_spec.h"
 #include "parity/common/error.h"
 #include "test_files.h"
@@ -94,6 +96,46 @@ TEST(ModelLayers, AResNetIsReadWithItsShapesAndFlaxNames) {
   EXPECT_EQ(shapes.batch_stats[3].name, "Residual_0/BatchNorm_0/var");
 }
 
+TEST(ModelLayers, TheViTCaseHasTokensAndFlaxAttentionNames) {
+  const CaseSpec spec = load_case("vit-fmnist");
+  const ModelShapes shapes = infer_model_shapes(spec.model.layers, spec.model.input);
+  EXPECT_EQ(shapes.output, (std::vector<int64_t>{10}));
+  EXPECT_TRUE(shapes.batch_stats.empty());
+  std::map<std::string, std::vector<int64_t>> by_name;
+  for (const ModelTensor& tensor : shapes.params) by_name[tensor.name] = tensor.shape;
+  // 4x4 patches of a 28x28x1 image: a 4x4x1x64 VALID conv with stride 4, (28 / 4)^2 = 49 tokens.
+  EXPECT_EQ(by_name.at("Conv_0/kernel"), (std::vector<int64_t>{4, 4, 1, 64}));
+  EXPECT_EQ(by_name.at("AddPositionEmbs_0/pos_embedding"), (std::vector<int64_t>{1, 49, 64}));
+  // 4 heads of 64 / 4 = 16 features: DenseGeneral kernels (E, H, E/H), out (H, E/H, E).
+  EXPECT_EQ(by_name.at("Residual_0/MultiHeadDotProductAttention_0/query/kernel"),
+            (std::vector<int64_t>{64, 4, 16}));
+  EXPECT_EQ(by_name.at("Residual_2/MultiHeadDotProductAttention_0/value/bias"),
+            (std::vector<int64_t>{4, 16}));
+  EXPECT_EQ(by_name.at("Residual_0/MultiHeadDotProductAttention_0/out/kernel"),
+            (std::vector<int64_t>{4, 16, 64}));
+  EXPECT_EQ(by_name.at("Residual_1/MlpBlock_0/Dense_0/kernel"), (std::vector<int64_t>{64, 128}));
+  EXPECT_EQ(by_name.at("Residual_3/MlpBlock_0/Dense_1/kernel"), (std::vector<int64_t>{128, 64}));
+  EXPECT_EQ(by_name.at("LayerNorm_0/scale"), (std::vector<int64_t>{64}));
+  EXPECT_EQ(by_name.at("Dense_0/kernel"), (std::vector<int64_t>{64, 10}));
+  // 1 patch conv (2) + pos (1) + 2 x (LN 2 + attention 8) + 2 x (LN 2 + MLP 4) + LN 2 + dense 2.
+  EXPECT_EQ(shapes.params.size(), 2u + 1 + 2 * 10 + 2 * 6 + 2 + 2);
+}
+
+TEST(ModelLayers, AClassTokenIsAParameterOfTheModelAndATokenMore) {
+  LayersCase dir;
+  const CaseSpec spec = load_case(dir.write(with_layers("[28, 28, 1]", R"(
+  { kind = "patch_embed", patch = [7, 7], features = 8, use_bias = false },
+  { kind = "class_token" }, { kind = "pos_embed" },
+  { kind = "take_class_token" }, { kind = "dense", features = 10 })")));
+  const ModelShapes shapes = infer_model_shapes(spec.model.layers, spec.model.input);
+  ASSERT_EQ(shapes.params.size(), 5u);
+  EXPECT_EQ(shapes.params[0].name, "Conv_0/kernel");  // no bias
+  EXPECT_EQ(shapes.params[1].name, "cls");
+  EXPECT_EQ(shapes.params[1].shape, (std::vector<int64_t>{1, 1, 8}));
+  // (28 / 7)^2 = 16 patches and the class token.
+  EXPECT_EQ(shapes.params[2].shape, (std::vector<int64_t>{1, 17, 8}));
+}
+
 TEST(ModelLayers, TheCanonicalTextReadsBackToTheSameCaseAndHash) {
   LayersCase dir;
   const CaseSpec spec = load_case(dir.write());
@@ -103,6 +145,19 @@ TEST(ModelLayers, TheCanonicalTextReadsBackToTheSameCaseAndHash) {
   EXPECT_EQ(again.hash(), spec.hash());
   EXPECT_THAT(spec.to_toml(),
               HasSubstr("{ kind = \"batch_norm\", momentum = 0.9, epsilon = 1e-05 }"));
+}
+
+TEST(ModelLayers, TheViTCaseReadsBackFromItsCanonicalText) {
+  testing::TempDir dir;
+  const CaseSpec spec = load_case("vit-fmnist");
+  const auto file = dir.path("vit-fmnist.toml");
+  testing::write_bytes(file, spec.to_toml());
+  const CaseSpec again = load_case(file.string());
+  EXPECT_TRUE(again.model.layers == spec.model.layers);
+  EXPECT_EQ(again.hash(), spec.hash());
+  EXPECT_THAT(spec.to_toml(), HasSubstr("{ kind = \"attention\", heads = 4 }"));
+  EXPECT_THAT(spec.to_toml(),
+              HasSubstr("{ kind = \"mlp_block\", hidden = 128, approximate = false }"));
 }
 
 TEST(ModelLayers, AWidthsCaseWritesNeitherInputNorLayersSoItsHashIsUnchanged) {
@@ -189,6 +244,23 @@ INSTANTIATE_TEST_SUITE_P(
             "[28, 28, 1]",
             R"(  { kind = "conv", features = 4, kernel = [3, 3], padding = "same" },)" + kHead,
             {"model.layers[0].padding: expected \"SAME\" or \"VALID\", found \"same\""}},
+        BadLayers{"PatchThatDoesNotDivideTheImage",
+                  "[28, 28, 1]",
+                  R"(  { kind = "patch_embed", patch = [3, 3], features = 8 },
+  { kind = "mean_tokens" }, { kind = "dense", features = 10 })",
+                  {"patch_embed at ", "a patch of 3 does not divide the image's 28 along axis 0",
+                   "use a patch size that divides 28: 1, 2, 4, 7, 14, 28"}},
+        BadLayers{"HeadsThatDoNotDivideTheFeatures",
+                  "[28, 28, 1]",
+                  R"(  { kind = "patch_embed", patch = [4, 4], features = 10 },
+  { kind = "attention", heads = 4 }, { kind = "mean_tokens" }, { kind = "dense", features = 10 })",
+                  {"attention at ", "4 heads do not divide the 10 features",
+                   "use a number of heads that divides 10: 1, 2, 5, 10"}},
+        BadLayers{"AttentionOnAnImage",
+                  "[28, 28, 1]",
+                  R"(  { kind = "attention", heads = 1 },)" + kHead,
+                  {"it takes a sequence of tokens (tokens, features), found [28, 28, 1]",
+                   "put a patch_embed layer before it"}},
         BadLayers{"DropoutRateOfOne",
                   "[784]",
                   R"(  { kind = "dropout", rate = 1.0 },)" + kHead,

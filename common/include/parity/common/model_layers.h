@@ -25,14 +25,15 @@ struct LayerPadding {
 // One layer. Which fields a kind reads is layer_kinds() below; the others keep their defaults.
 struct LayerSpec {
   std::string kind;
-  int64_t features = 0;               // dense, conv: output features
-  std::vector<int64_t> kernel;        // conv: [kh, kw]; pools: the window
+  int64_t features = 0;               // dense, conv, patch_embed: output features; mlp_block: hidden
+  int64_t heads = 0;                  // attention
+  std::vector<int64_t> kernel;        // conv: [kh, kw]; pools: the window; patch_embed: the patch
   std::vector<int64_t> strides;       // conv, pools; empty: 1 (conv) or the window (pools)
   LayerPadding padding;               // conv, pools
   bool use_bias = true;               // dense, conv
   bool count_include_pad = true;      // avg_pool
-  bool approximate = false;           // gelu: the tanh form (jax.nn.gelu's default) or erf
-  double rate = 0;                    // dropout
+  bool approximate = false;           // gelu, mlp_block: the tanh form (jax.nn.gelu's default) or erf
+  double rate = 0;                    // dropout; attention: dropout on the attention weights
   double momentum = 0;                // batch_norm, Flax's convention (weighs the old average)
   double epsilon = 0;                 // batch_norm, layer_norm
   bool sync = false;                  // batch_norm: statistics over every replica's batch
