@@ -299,6 +299,15 @@ CanonicalParams to_canonical_params(const NamedTensors& source, ParamNaming nami
     result.unmapped.push_back({name, name, why});
     result.tensors.emplace(name, source.at(name));
   };
+  // torch's BatchNorm counter is set aside wherever it appears; other leaves are kept.
+  auto ignore_counter_or_keep = [&](const std::string& leaf, const std::string& name,
+                                    const std::string& why) {
+    if (result.naming == ParamNaming::kTorch && leaf == kTorchIgnoredLeaf) {
+      result.ignored.push_back({name, "", "BatchNorm's batch counter; Flax keeps none"});
+    } else {
+      keep_unmapped(name, why);
+    }
+  };
   const std::optional<CaseModules> case_modules =
       layer_model == nullptr ? std::nullopt : std::optional(case_modules_of(*layer_model));
   const bool by_identity = case_modules && result.naming == ParamNaming::kFlax &&
@@ -324,10 +333,11 @@ CanonicalParams to_canonical_params(const NamedTensors& source, ParamNaming nami
       const size_t num_in_case = found == case_modules->by_kind.end() ? 0 : found->second.size();
       if (index >= num_in_case) {
         for (const auto& [leaf, name] : module->leaves) {
-          keep_unmapped(name,
-                        fmt::format("'{}' is {} module {} of the file (from 0, in natural "
-                                    "path order) but the case's model has {} {} modules",
-                                    module->path, rules->kind, index, num_in_case, rules->kind));
+          ignore_counter_or_keep(
+              leaf, name,
+              fmt::format("'{}' is {} module {} of the file (from 0, in natural path order) but "
+                          "the case's model has {} {} modules",
+                          module->path, rules->kind, index, num_in_case, rules->kind));
         }
         continue;
       }
@@ -340,11 +350,8 @@ CanonicalParams to_canonical_params(const NamedTensors& source, ParamNaming nami
           std::find_if(rules->leaves.begin(), rules->leaves.end(),
                        [&leaf = leaf](const LeafRule& r) { return leaf == r.source_leaf; });
       if (rule == rules->leaves.end()) {
-        if (result.naming == ParamNaming::kTorch && leaf == kTorchIgnoredLeaf) {
-          result.ignored.push_back({name, "", "BatchNorm's batch counter; Flax keeps none"});
-        } else {
-          keep_unmapped(name, fmt::format("no '{}' leaf in a {} module", leaf, rules->kind));
-        }
+        ignore_counter_or_keep(leaf, name,
+                               fmt::format("no '{}' leaf in a {} module", leaf, rules->kind));
         continue;
       }
       const std::string canonical = prefix + rule->canonical_leaf;

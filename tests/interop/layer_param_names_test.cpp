@@ -155,15 +155,23 @@ TEST(LayerParamNames, FlaxPathsMapByIdentityWhereNaturalOrderIsNotCreationOrder)
 TEST(LayerParamNames, AModuleTheCaseDoesNotHaveKeepsItsNameAndSaysWhy) {
   ModelShapes shapes;
   shapes.params = {{"Dense_0/kernel", {4, 2}}, {"Dense_0/bias", {2}}};
-  const NamedTensors torch = {{"fc.weight", HostTensor::zeros(DType::F32, {2, 4})},
-                              {"fc.bias", HostTensor::zeros(DType::F32, {2})},
-                              {"head.weight", HostTensor::zeros(DType::F32, {2, 2})}};
+  NamedTensors torch = {{"fc.weight", HostTensor::zeros(DType::F32, {2, 4})},
+                        {"fc.bias", HostTensor::zeros(DType::F32, {2})},
+                        {"head.weight", HostTensor::zeros(DType::F32, {2, 2})}};
+  for (const char* leaf : {"weight", "bias", "running_mean", "running_var"}) {
+    torch.emplace(std::string("norm.") + leaf, HostTensor::zeros(DType::F32, {2}));
+  }
+  torch.emplace("norm.num_batches_tracked", HostTensor::zeros(DType::I64, {}));
   const CanonicalParams mapped = to_canonical_params(torch, ParamNaming::kAuto, "", &shapes);
-  ASSERT_EQ(mapped.unmapped.size(), 1u);
-  EXPECT_EQ(mapped.unmapped[0].source, "head.weight");
-  EXPECT_THAT(mapped.unmapped[0].note,
+  std::map<std::string, std::string> why;
+  for (const NameMapping& unmapped : mapped.unmapped) why[unmapped.source] = unmapped.note;
+  EXPECT_EQ(why.size(), 5u);
+  EXPECT_THAT(why["head.weight"],
               HasSubstr("'head' is dense module 1 of the file (from 0, in natural path order) "
                         "but the case's model has 1 dense modules"));
+  EXPECT_THAT(why["norm.running_var"], HasSubstr("the case's model has 0 batchnorm modules"));
+  ASSERT_EQ(mapped.ignored.size(), 1u);  // the counter is set aside, not refused as an integer
+  EXPECT_EQ(mapped.ignored[0].source, "norm.num_batches_tracked");
 }
 
 std::string parity(const std::string& arguments) {
