@@ -3,8 +3,9 @@
 Writes, under a log directory (parity_log_common describes the files): metrics.jsonl in the
 run directory's StepMetrics format and, at the steps you ask for,
 tensors/step_NNNNNN.safetensors holding params/<name> and grads/<name> (and batch_stats/<name>,
-below) in torch's own names and layouts (an nn.Sequential's first Linear gives "0.weight", shape (out, in)). Names are not
-converted: `parity import tensors` maps them onto parity's canonical names.
+below) in torch's own names and layouts (an nn.Sequential's first Linear gives "0.weight",
+shape (out, in)). Names are not converted: `parity import tensors` maps them onto parity's
+canonical names.
 
 Usage, on every rank (the call gathers each rank's loss and sample ids; only rank 0 writes):
 

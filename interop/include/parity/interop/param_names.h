@@ -71,10 +71,11 @@ struct CanonicalParams {
   std::vector<NameMapping> ignored;  // bookkeeping with no counterpart (num_batches_tracked)
 };
 
-// Maps `source` (one framework's names, without any "params/", "grads/" or "batch_stats/" group
-// prefix of the run directory). kAuto reads names with a "weight" or "running_mean" leaf as torch, names
-// with a "kernel", "scale", "embedding", "mean" or "var" leaf as Flax (parity's own canonical
-// names are read as Flax names), and throws InputError naming `origin` when it cannot tell.
+// Maps `source` (one framework's names, without any "params/", "grads/" or "batch_stats/"
+// group prefix of the run directory). kAuto reads names with a "weight" or "running_mean" leaf
+// as torch, names with a "kernel", "scale", "embedding", "mean" or "var" leaf as Flax (parity's
+// own canonical names are read as Flax names), and throws InputError naming `origin` when it
+// cannot tell.
 // Also InputError, naming `origin`, for an empty `source` and for a tensor it keeps (mapped or
 // unmapped) that is not F32 or F64: parameters and gradients are compared as numbers
 // (compare/tensor_diff.h).
