@@ -3,14 +3,17 @@
 // (compare/tensor_diff.h). The question a migration asks first: did my converted checkpoint
 // keep every parameter, in the right layout? Tensors pair within their group only (params,
 // grads: interop/tensor_import.h's split_tensor_groups): a gradient is never compared with a
-// parameter of the same name.
+// parameter of the same name. With --case, a layers model's tensors take the case's Flax paths
+// as names (interop/param_names.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "commands.h"
+#include "parity/common/case_spec.h"
 #include "parity/common/error.h"
 #include "parity/compare/tensor_diff.h"
 #include "parity/interop/param_names.h"
@@ -68,10 +71,11 @@ void print_groups(const Side& side) {
 
 // One group of a side on canonical names; mappings name the tensors as the file does
 // ("grads/0.weight"), group prefix included.
-interop::CanonicalParams map_group(const Side& side, const std::string& group) {
+interop::CanonicalParams map_group(const Side& side, const std::string& group,
+                                   const ModelShapes* layer_model) {
   interop::CanonicalParams mapped = interop::to_canonical_params(
       side.grouped.groups.at(group), interop::param_naming_from_name(side.naming),
-      fmt::format("{} ({})", side.path, group));
+      fmt::format("{} ({})", side.path, group), layer_model);
   if (side.grouped.whole_file) return mapped;
   for (auto* list : {&mapped.mappings, &mapped.unmapped, &mapped.ignored}) {
     for (interop::NameMapping& mapping : *list) mapping.source = group + "/" + mapping.source;
@@ -99,6 +103,8 @@ void register_tensors_command(CLI::App& app, int& exit_status) {
     std::string naming_a = "auto", naming_b = "auto";
     std::string kind_a = "from-names", kind_b = "from-names";
     double rtol = 0, atol = 0;
+    std::string case_name;
+    std::vector<std::string> overrides;
   };
   auto arguments = std::make_shared<Arguments>();
   CLI::App* tensors = app.add_subcommand("tensors", "Tensor files of real PyTorch and JAX runs");
@@ -121,11 +127,26 @@ void register_tensors_command(CLI::App& app, int& exit_status) {
       "tensors of the same group are compared";
   diff->add_option("--kind-a", arguments->kind_a, kind_help)->check(kinds);
   diff->add_option("--kind-b", arguments->kind_b, kind_help)->check(kinds);
+  diff->add_option("--case", arguments->case_name,
+                   "the case both files are of: a layers model's tensors are then named by the "
+                   "case's Flax paths (Conv_0/kernel) and paired with its modules in creation "
+                   "order; without it, by kind and natural path order (conv0.kernel)");
+  diff->add_option("--set", arguments->overrides, "override a case key (with --case)");
   diff->add_option("--rtol", arguments->rtol, "relative tolerance (default 0: exact)")
       ->check(non_negative_number());
   diff->add_option("--atol", arguments->atol, "absolute tolerance (default 0: exact)")
       ->check(non_negative_number());
   diff->callback([arguments, &exit_status] {
+    if (arguments->case_name.empty() && !arguments->overrides.empty()) {
+      throw InputError("--set overrides a case key: name the case with --case too");
+    }
+    std::optional<ModelShapes> layer_model;
+    if (!arguments->case_name.empty()) {
+      const CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
+      if (!spec.model.layers.empty()) {
+        layer_model = infer_model_shapes(spec.model.layers, spec.model.input);
+      }
+    }
     const Side a = read_side("A", arguments->a, arguments->naming_a, arguments->kind_a);
     const Side b = read_side("B", arguments->b, arguments->naming_b, arguments->kind_b);
     print_groups(a);
@@ -155,8 +176,9 @@ void register_tensors_command(CLI::App& app, int& exit_status) {
     size_t num_matched = 0, num_unmatched = 0, num_outside = 0;
     std::vector<compare::TensorDelta> deltas;
     for (const std::string& group : compared_groups) {
-      const interop::CanonicalParams mapped_a = map_group(a, group);
-      const interop::CanonicalParams mapped_b = map_group(b, group);
+      const ModelShapes* layers = layer_model ? &*layer_model : nullptr;
+      const interop::CanonicalParams mapped_a = map_group(a, group, layers);
+      const interop::CanonicalParams mapped_b = map_group(b, group, layers);
       print_mapping(fmt::format("{}: A", group), mapped_a);
       print_mapping(fmt::format("{}: B", group), mapped_b);
       const interop::NameComparison names =

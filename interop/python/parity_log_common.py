@@ -10,7 +10,9 @@ parity_torch_log (PyTorch) and parity_jax_log (JAX/Flax) both write, under one l
                                       duplicate_samples
     tensors/step_NNNNNN.safetensors   at the requested steps: params/<name> (after the update)
                                       and grads/<name> (the reduced gradient), in the
-                                      framework's own names and layouts
+                                      framework's own names and layouts; batch_stats/<name>
+                                      (BatchNorm's running statistics) where the helper
+                                      records them
 
 `parity import metrics LOG_DIR/metrics.jsonl --case CASE --map loss=loss ...` turns the
 metrics into a run directory; the tensors keep the framework's names for `parity import
@@ -227,10 +229,13 @@ class LogDirWriter:
         self._metrics.write(json.dumps(line, separators=(",", ":"), allow_nan=False) + "\n")
         self._metrics.flush()
 
-    def write_tensors(self, step, params, grads, metadata=None):
-        """tensors/step_NNNNNN.safetensors with params/<name> and grads/<name> as given."""
+    def write_tensors(self, step, params, grads, metadata=None, batch_stats=None):
+        """tensors/step_NNNNNN.safetensors with params/<name>, grads/<name> and
+        batch_stats/<name> (model state: BatchNorm's running statistics) as given."""
         tensors = {f"params/{name}": value for name, value in params.items()}
         tensors.update({f"grads/{name}": value for name, value in grads.items()})
+        tensors.update({f"batch_stats/{name}": value
+                        for name, value in (batch_stats or {}).items()})
         path = os.path.join(self.log_dir, "tensors", f"step_{int(step):06d}.safetensors")
         write_safetensors(path, tensors, metadata)
 

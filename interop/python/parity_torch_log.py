@@ -2,9 +2,10 @@
 
 Writes, under a log directory (parity_log_common describes the files): metrics.jsonl in the
 run directory's StepMetrics format and, at the steps you ask for,
-tensors/step_NNNNNN.safetensors holding params/<name> and grads/<name> in torch's own names and
-layouts (an nn.Sequential's first Linear gives "0.weight", shape (out, in)). Names are not
-converted: `parity import tensors` maps them onto parity's canonical names.
+tensors/step_NNNNNN.safetensors holding params/<name> and grads/<name> (and batch_stats/<name>,
+below) in torch's own names and layouts (an nn.Sequential's first Linear gives "0.weight",
+shape (out, in)). Names are not converted: `parity import tensors` maps them onto parity's
+canonical names.
 
 Usage, on every rank (the call gathers each rank's loss and sample ids; only rank 0 writes):
 
@@ -25,6 +26,20 @@ If you clip with clip_grad_norm_, pass its return value as grad_norm= (the norm 
 clipping, as ddp_ref records it); .grad then holds the clipped gradient, and so do the tensors.
 A DDP-wrapped model is unwrapped, so names carry no "module." prefix.
 
+BatchNorm's running statistics: call logger.record_batch_stats(model) once, before the first
+forward, and the tensor files also hold batch_stats/<module>.running_mean and .running_var, the
+variance converted to Flax's convention (what parity's run directories record,
+docs/model-layers.md). torch updates it with the unbiased batch variance and momentum p, Flax
+with the biased one and m = 1 - p:
+    torch  r_t = m r_{t-1} + (1 - m) s_t n / (n - 1),   r_0 = 1
+    Flax   f_t = m f_{t-1} + (1 - m) s_t,                f_0 = 1
+with s_t the batch's biased variance over its n elements per channel (batch x height x width).
+g_t = r_t (n - 1) / n follows Flax's recursion from g_0 = (n - 1) / n, so f_t - g_t =
+m^t (f_0 - g_0) = m^t / n, and
+    f_t = r_t (n - 1) / n + m^t / n,   t = num_batches_tracked,
+exact while every batch has the same n; a module that sees two batch sizes is refused at the
+next record step (set data.drop_last = true to keep the epoch's last batch from being shorter).
+
 Metrics per step: loss is the mean over all ranks' samples (each rank's mean loss weighted by
 its batch size, as ddp_ref computes it), replica_losses each rank's mean, grad_norm the global
 L2 norm of .grad, param_norm that of the parameters, lr the optimizer's first group's lr, and,
@@ -32,6 +47,7 @@ when sample_ids (this rank's dataset indices of the batch) are given, the digest
 ids in rank order.
 """
 
+import functools
 import math
 
 import torch
@@ -62,6 +78,51 @@ class TorchRunLogger:
         self.rank = dist.get_rank() if _distributed() else 0
         self._writer = (LogDirWriter(log_dir, record_steps, steps, overwrite)
                         if self.rank == 0 else None)
+        self._batch_norms = {}  # module name -> BatchNorm module
+        self._elements_per_channel = {}  # module name -> the n of every training batch seen
+
+    def record_batch_stats(self, model):
+        """Records the running statistics of every BatchNorm module of `model` at the record
+        steps (module docstring). Call once, before the first forward."""
+        module = getattr(model, "module", model)
+        for name, child in module.named_modules():
+            if not isinstance(child, torch.nn.modules.batchnorm._BatchNorm):
+                continue
+            if isinstance(child, torch.nn.SyncBatchNorm):
+                raise ValueError(f"{name}: SyncBatchNorm's running variance is corrected with "
+                                 "the count over all ranks; record_batch_stats converts "
+                                 "BatchNorm1d/2d/3d only")
+            if not child.track_running_stats or child.momentum is None:
+                raise ValueError(f"{name}: keeps no exponential running average "
+                                 "(track_running_stats=False or momentum=None); Flax's "
+                                 "BatchNorm always does")
+            self._batch_norms[name] = child
+            self._elements_per_channel[name] = set()
+            child.register_forward_pre_hook(functools.partial(self._count_elements, name))
+
+    def _count_elements(self, name, module, inputs):
+        if module.training:
+            x = inputs[0]
+            self._elements_per_channel[name].add(x.numel() // x.shape[1])
+
+    def _batch_stats(self, step):
+        """{name.running_mean, name.running_var}, the variance in Flax's convention."""
+        stats = {}
+        for name, bn in self._batch_norms.items():
+            counts = self._elements_per_channel[name]
+            if len(counts) != 1:
+                raise ValueError(
+                    f"step {step}: BatchNorm {name} normalised batches of "
+                    f"{sorted(counts) or 'no'} elements per channel; its running variance "
+                    "converts to Flax's convention only when every batch has the same count "
+                    "(set data.drop_last = true, or record before the epoch's short batch)")
+            (n,) = counts
+            m = 1.0 - bn.momentum
+            t = int(bn.num_batches_tracked)
+            var = bn.running_var.detach().to(torch.float64) * (n - 1) / n + m ** t / n
+            stats[f"{name}.running_mean"] = bn.running_mean.detach().cpu().numpy()
+            stats[f"{name}.running_var"] = var.to(torch.float32).cpu().numpy()
+        return stats
 
     def log_step(self, step, model, loss, *, batch_size=None, sample_ids=None, optimizer=None,
                  lr=None, step_seconds=0.0, grad_norm=None):
@@ -109,9 +170,12 @@ class TorchRunLogger:
             params = {name: p.detach().cpu().numpy() for name, p in named}
             grads = {name: p.grad.detach().cpu().numpy() for name, p in named
                      if p.grad is not None}
-            self._writer.write_tensors(step, params, grads, {
-                "producer": "parity_torch_log", "naming": "torch", "step": str(int(step)),
-                "torch_version": torch.__version__})
+            metadata = {"producer": "parity_torch_log", "naming": "torch",
+                        "step": str(int(step)), "torch_version": torch.__version__}
+            if self._batch_norms:
+                metadata["running_var"] = "biased: Flax's convention"
+            self._writer.write_tensors(step, params, grads, metadata,
+                                       batch_stats=self._batch_stats(step))
 
     def close(self):
         if self._writer is not None:

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 
+#include "case_modules.h"
 #include "parity/common/error.h"
 
 namespace parity::interop {
@@ -19,11 +20,13 @@ struct Module {
   std::map<std::string, std::string> leaves;
 };
 
-// One leaf's rule: which canonical leaf it becomes and how its axes move.
+// One leaf's rule: which canonical leaf it becomes, how its axes move, and what a reader of
+// the mapping must know about its values ("" when nothing).
 struct LeafRule {
   const char* source_leaf;
   const char* canonical_leaf;
   enum class Layout { kAsIs, kTorchLinear, kTorchConv } layout;
+  const char* note = "";
 };
 
 struct KindRules {
@@ -43,7 +46,12 @@ const KindRules kTorchBatchNorm = {"batchnorm",
                                    {{"weight", "scale", Layout::kAsIs},
                                     {"bias", "bias", Layout::kAsIs},
                                     {"running_mean", "mean", Layout::kAsIs},
-                                    {"running_var", "var", Layout::kAsIs}}};
+                                    {"running_var", "var", Layout::kAsIs,
+                                     // torch/nn/functional.py batch_norm vs
+                                     // flax/linen/normalization.py _compute_stats
+                                     "torch's running variance averages the unbiased batch "
+                                     "variance, Flax's the biased one; equal only if the writer "
+                                     "converted it (docs/model-layers.md)"}}};
 const KindRules kFlaxDense = {
     "dense", {{"kernel", "kernel", Layout::kAsIs}, {"bias", "bias", Layout::kAsIs}}};
 const KindRules kFlaxConv = {
@@ -108,7 +116,9 @@ ParamNaming detect_naming(const NamedTensors& source, const std::string& origin)
   for (const auto& [name, tensor] : source) {
     const std::string leaf = split_name(name).back();
     torch |= leaf == "weight" || leaf == "running_mean";
-    flax |= leaf == "kernel" || leaf == "scale" || leaf == "embedding";
+    // mean and var: a batch_stats collection, which has no other leaf.
+    flax |= leaf == "kernel" || leaf == "scale" || leaf == "embedding" || leaf == "mean" ||
+            leaf == "var";
   }
   if (torch != flax) return torch ? ParamNaming::kTorch : ParamNaming::kFlax;
   throw InputError(fmt::format(
@@ -116,7 +126,8 @@ ParamNaming detect_naming(const NamedTensors& source, const std::string& origin)
       "or --naming flax",
       origin,
       torch ? "both 'weight' and 'kernel'/'scale' leaves appear"
-            : "no 'weight', 'running_mean', 'kernel', 'scale' or 'embedding' leaf"));
+            : "no 'weight', 'running_mean', 'kernel', 'scale', 'embedding', 'mean' or 'var' "
+              "leaf"));
 }
 
 // Module path and leaf of a source name; Flax's collection prefix is not part of the path.
@@ -141,7 +152,8 @@ size_t rank_of(const NamedTensors& source, const Module& module, const char* lea
 const KindRules* kind_of(const NamedTensors& source, const Module& module, ParamNaming naming) {
   auto has = [&](const char* leaf) { return module.leaves.count(leaf) != 0; };
   if (naming == ParamNaming::kTorch) {
-    if (!has("weight")) return nullptr;
+    // A BatchNorm's buffers alone: the batch_stats group of parity_torch_log's files.
+    if (!has("weight")) return has("running_mean") ? &kTorchBatchNorm : nullptr;
     const size_t rank = rank_of(source, module, "weight");
     if (rank == 2) return &kTorchDense;
     if (rank >= 3 && rank <= 5) return &kTorchConv;
@@ -157,6 +169,26 @@ const KindRules* kind_of(const NamedTensors& source, const Module& module, Param
   if (has("embedding")) return &kFlaxEmbed;
   if (has("scale") || has("mean")) return has("mean") ? &kFlaxBatchNorm : &kFlaxLayerNorm;
   return nullptr;
+}
+
+// A norm module's parameters without running statistics (a gradient file, a model saved without
+// buffers) read as LayerNorm; in a case that has BatchNorm and no LayerNorm they are BatchNorm's.
+const KindRules* resolve_with_case(const KindRules* rules, ParamNaming naming,
+                                   const CaseModules* case_modules) {
+  if (rules == nullptr || case_modules == nullptr || std::strcmp(rules->kind, "layernorm") != 0 ||
+      case_modules->has_kind("layernorm") || !case_modules->has_kind("batchnorm")) {
+    return rules;
+  }
+  return naming == ParamNaming::kTorch ? &kTorchBatchNorm : &kFlaxBatchNorm;
+}
+
+// Whether every module of the file is one of the case's, by path: a file of the case's own
+// Flax names, mapped by identity.
+bool paths_are_the_cases(const std::vector<const Module*>& modules,
+                         const CaseModules& case_modules) {
+  return std::all_of(modules.begin(), modules.end(), [&](const Module* module) {
+    return case_modules.paths.count(module->path) != 0;
+  });
 }
 
 // Moves axes: out.shape[i] = in.shape[order[i]].
@@ -243,7 +275,7 @@ ParamNaming param_naming_from_name(const std::string& name) {
 }
 
 CanonicalParams to_canonical_params(const NamedTensors& source, ParamNaming naming,
-                                    const std::string& origin) {
+                                    const std::string& origin, const ModelShapes* layer_model) {
   if (source.empty()) {
     throw InputError(fmt::format("{}: holds no tensors; there is nothing to map or compare",
                                  origin));
@@ -267,32 +299,66 @@ CanonicalParams to_canonical_params(const NamedTensors& source, ParamNaming nami
     result.unmapped.push_back({name, name, why});
     result.tensors.emplace(name, source.at(name));
   };
-  std::map<std::string, int> next_index;  // per kind
+  // torch's BatchNorm counter is set aside wherever it appears; other leaves are kept.
+  auto ignore_counter_or_keep = [&](const std::string& leaf, const std::string& name,
+                                    const std::string& why) {
+    if (result.naming == ParamNaming::kTorch && leaf == kTorchIgnoredLeaf) {
+      result.ignored.push_back({name, "", "BatchNorm's batch counter; Flax keeps none"});
+    } else {
+      keep_unmapped(name, why);
+    }
+  };
+  const std::optional<CaseModules> case_modules =
+      layer_model == nullptr ? std::nullopt : std::optional(case_modules_of(*layer_model));
+  const bool by_identity = case_modules && result.naming == ParamNaming::kFlax &&
+                           paths_are_the_cases(ordered, *case_modules);
+  std::map<std::string, size_t> next_index;  // per kind
   for (const Module* module : ordered) {
-    const KindRules* rules = kind_of(source, *module, result.naming);
+    const KindRules* rules =
+        resolve_with_case(kind_of(source, *module, result.naming), result.naming,
+                          case_modules ? &*case_modules : nullptr);
     if (rules == nullptr) {
       for (const auto& [leaf, name] : module->leaves) {
         keep_unmapped(name, "no rule for a module with these leaves");
       }
       continue;
     }
-    const std::string prefix = fmt::format("{}{}", rules->kind, next_index[rules->kind]++);
+    // The canonical module name and the separator before its leaf.
+    std::string prefix;
+    const size_t index = next_index[rules->kind]++;
+    if (by_identity) {
+      prefix = module->path + "/";
+    } else if (case_modules) {
+      const auto found = case_modules->by_kind.find(rules->kind);
+      const size_t num_in_case = found == case_modules->by_kind.end() ? 0 : found->second.size();
+      if (index >= num_in_case) {
+        for (const auto& [leaf, name] : module->leaves) {
+          ignore_counter_or_keep(
+              leaf, name,
+              fmt::format("'{}' is {} module {} of the file (from 0, in natural path order) but "
+                          "the case's model has {} {} modules",
+                          module->path, rules->kind, index, num_in_case, rules->kind));
+        }
+        continue;
+      }
+      prefix = found->second[index] + "/";
+    } else {
+      prefix = fmt::format("{}{}.", rules->kind, index);
+    }
     for (const auto& [leaf, name] : module->leaves) {
       const auto rule =
           std::find_if(rules->leaves.begin(), rules->leaves.end(),
                        [&leaf = leaf](const LeafRule& r) { return leaf == r.source_leaf; });
       if (rule == rules->leaves.end()) {
-        if (result.naming == ParamNaming::kTorch && leaf == kTorchIgnoredLeaf) {
-          result.ignored.push_back({name, "", "BatchNorm's batch counter; Flax keeps none"});
-        } else {
-          keep_unmapped(name, fmt::format("no '{}' leaf in a {} module", leaf, rules->kind));
-        }
+        ignore_counter_or_keep(leaf, name,
+                               fmt::format("no '{}' leaf in a {} module", leaf, rules->kind));
         continue;
       }
-      const std::string canonical = prefix + "." + rule->canonical_leaf;
+      const std::string canonical = prefix + rule->canonical_leaf;
       check_floating_point(name, source.at(name), origin);
-      auto [tensor, layout] = to_canonical_layout(source.at(name), rule->layout);
-      result.mappings.push_back({name, canonical, layout});
+      auto [tensor, note] = to_canonical_layout(source.at(name), rule->layout);
+      if (*rule->note != '\0') note += (note.empty() ? "" : "; ") + std::string(rule->note);
+      result.mappings.push_back({name, canonical, note});
       result.tensors.emplace(canonical, std::move(tensor));
     }
   }

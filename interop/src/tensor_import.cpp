@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "parity/common/error.h"
 #include "parity/common/init_params.h"
@@ -18,6 +19,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* kParamsGroup = "params";
 constexpr const char* kGradsGroup = "grads";
+constexpr const char* kBatchStatsGroup = "batch_stats";  // BatchNorm's running statistics
 // Run directories' per-replica parameter digests (README "Run directory"): not a tensor of
 // the model, set aside when a file's groups are read from its prefixes.
 constexpr const char* kBookkeepingGroup = "replicas";
@@ -74,6 +76,48 @@ std::vector<SourceFile> list_sources(const TensorImport& request) {
   return sources;
 }
 
+// The case's model under canonical names: what each imported group must match.
+struct CaseModel {
+  NamedTensors params;       // its initial parameters (init_model_params)
+  NamedTensors batch_stats;  // BatchNorm's statistics, zeros of their shapes; layers models only
+  std::optional<ModelShapes> layers;  // a layers model's shapes and Flax names
+};
+
+CaseModel case_model(const CaseSpec& spec) {
+  CaseModel model;
+  model.params = init_model_params(spec);
+  if (spec.model.layers.empty()) return model;
+  model.layers = infer_model_shapes(spec.model.layers, spec.model.input);
+  for (const ModelTensor& tensor : model.layers->batch_stats) {
+    model.batch_stats.emplace(tensor.name, HostTensor::zeros(DType::F32, tensor.shape));
+  }
+  return model;
+}
+
+// The names a group must hold: gradients are the parameters'; a "params" group that holds any
+// BatchNorm statistic is a saved model and must hold all of them.
+NamedTensors expected_names(const CaseModel& model, const std::string& group,
+                            const NamedTensors& mapped) {
+  if (group == kBatchStatsGroup) return model.batch_stats;
+  NamedTensors expected = model.params;
+  const bool holds_statistics =
+      group == kParamsGroup && std::any_of(mapped.begin(), mapped.end(), [&](const auto& entry) {
+        return model.batch_stats.count(entry.first) != 0;
+      });
+  if (holds_statistics) expected.insert(model.batch_stats.begin(), model.batch_stats.end());
+  return expected;
+}
+
+// Appends the mappings `all` does not list yet: a step's params and grads map alike.
+void add_new_mappings(const std::vector<NameMapping>& mappings, std::vector<NameMapping>& all) {
+  for (const NameMapping& mapping : mappings) {
+    const bool listed = std::any_of(all.begin(), all.end(), [&](const NameMapping& known) {
+      return known.source == mapping.source && known.canonical == mapping.canonical;
+    });
+    if (!listed) all.push_back(mapping);
+  }
+}
+
 }  // namespace
 
 NamedTensors read_tensor_file(const fs::path& path) {
@@ -114,13 +158,20 @@ GroupedTensors split_tensor_groups(const NamedTensors& tensors, TensorGroups gro
     const size_t slash = name.find('/');
     return slash == std::string::npos ? std::string() : name.substr(0, slash);
   };
-  bool all_prefixed = true, any_grads = false;
+  const auto is_group = [](const std::string& prefix) {
+    return prefix == kParamsGroup || prefix == kGradsGroup || prefix == kBatchStatsGroup;
+  };
+  bool all_prefixed = true, any_grads = false, any_batch_stats = false;
   for (const auto& [name, tensor] : tensors) {
     const std::string prefix = prefix_of(name);
-    all_prefixed &= prefix == kParamsGroup || prefix == kGradsGroup || prefix == kBookkeepingGroup;
+    all_prefixed &= is_group(prefix) || prefix == kBookkeepingGroup;
     any_grads |= prefix == kGradsGroup;
+    any_batch_stats |= prefix == kBatchStatsGroup;
   }
-  if (groups == TensorGroups::kFromPrefixesOrModel && !all_prefixed && !any_grads) {
+  // Without gradients, "params/" beside "batch_stats/" is Flax's variables dict: one saved model,
+  // as a torch state_dict holds its parameters and buffers together.
+  if (groups == TensorGroups::kFromPrefixesOrModel && !any_grads &&
+      (!all_prefixed || any_batch_stats)) {
     result.whole_file = true;
     result.groups[kParamsGroup] = tensors;
     return result;
@@ -129,13 +180,13 @@ GroupedTensors split_tensor_groups(const NamedTensors& tensors, TensorGroups gro
     const std::string prefix = prefix_of(name);
     if (prefix == kBookkeepingGroup) {
       result.set_aside.push_back(name);
-    } else if (prefix == kParamsGroup || prefix == kGradsGroup) {
+    } else if (is_group(prefix)) {
       result.groups[prefix].emplace(name.substr(prefix.size() + 1), tensor);
     } else {
       throw InputError(fmt::format(
-          "{}: tensor '{}' is under neither 'params/' nor 'grads/'{}; name both groups so, or "
-          "say what the whole file holds with --kind params or --kind grads (tensors diff: "
-          "--kind-a, --kind-b)",
+          "{}: tensor '{}' is under none of 'params/', 'grads/', 'batch_stats/'{}; name the "
+          "groups so, or say what the whole file holds with --kind params or --kind grads "
+          "(tensors diff: --kind-a, --kind-b)",
           path.string(), name,
           any_grads ? ", while others are under 'grads/' (a file mixing gradients with names of "
                       "no group cannot be split)"
@@ -144,8 +195,8 @@ GroupedTensors split_tensor_groups(const NamedTensors& tensors, TensorGroups gro
   }
   if (result.groups.empty()) {
     throw InputError(fmt::format(
-        "{}: holds only parity's bookkeeping ({}) and no 'params/' or 'grads/' tensor; name a "
-        "file that holds the model's parameters or gradients",
+        "{}: holds only parity's bookkeeping ({}) and no 'params/', 'grads/' or 'batch_stats/' "
+        "tensor; name a file that holds the model's parameters or gradients",
         path.string(), fmt::join(result.set_aside, ", ")));
   }
   return result;
@@ -159,24 +210,23 @@ TensorImportSummary import_tensors(const CaseSpec& spec, const TensorImport& req
         "import the tensors into the run directory of the same case",
         request.run_dir.string(), run.info.case_name, run.info.case_hash, spec.name, spec.hash()));
   }
-  // The canonical names and shapes of the case's model (its own initial parameters').
-  require_widths_model(spec, "parity import tensors");
-  const NamedTensors expected = init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale);
+  const CaseModel model = case_model(spec);
 
   TensorImportSummary summary;
   std::map<int64_t, NamedTensors> steps;  // step -> tensors to write, run-directory names
   std::string unmatched;
-  for (const SourceFile& source : list_sources(request)) {
+  const std::vector<SourceFile> sources = list_sources(request);
+  for (const SourceFile& source : sources) {
     const NamedTensors tensors = read_tensor_file(source.path);
     const GroupedTensors grouped = split_tensor_groups(tensors, request.groups, source.path);
     for (const auto& [group, group_tensors] : grouped.groups) {
       const std::string origin = fmt::format("{} ({})", source.path.string(), group);
-      const CanonicalParams mapped = to_canonical_params(group_tensors, request.naming, origin);
-      if (summary.mappings.empty()) {
-        summary.naming = mapped.naming;
-        summary.mappings = mapped.mappings;
-      }
-      const NameComparison names = compare_param_names(mapped.tensors, expected);
+      const CanonicalParams mapped = to_canonical_params(group_tensors, request.naming, origin,
+                                                         model.layers ? &*model.layers : nullptr);
+      if (summary.mappings.empty()) summary.naming = mapped.naming;
+      if (&source == &sources.front()) add_new_mappings(mapped.mappings, summary.mappings);
+      const NameComparison names =
+          compare_param_names(mapped.tensors, expected_names(model, group, mapped.tensors));
       if (!names.all_matched()) {
         unmatched +=
             fmt::format("{}, step {}:\n{}", origin, source.step,
@@ -184,7 +234,9 @@ TensorImportSummary import_tensors(const CaseSpec& spec, const TensorImport& req
         continue;
       }
       for (const auto& [name, tensor] : mapped.tensors) {
-        steps[source.step].emplace(group + "/" + name, tensor);
+        // A saved model's statistics are recorded as the run directory's batch_stats group.
+        const bool statistic = model.batch_stats.count(name) != 0;
+        steps[source.step].emplace((statistic ? kBatchStatsGroup : group) + ("/" + name), tensor);
         ++summary.num_tensors;
       }
     }

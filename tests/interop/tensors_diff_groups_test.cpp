@@ -177,7 +177,7 @@ np.savez(sys.argv[1] + '/ints.npz', **{'0.weight': np.ones((2, 3), np.int32),
       {"empty.safetensors", "empty.safetensors: holds no tensors"},
       {"digests.safetensors",
        "digests.safetensors: holds only parity's bookkeeping (replicas/param_digests) and no "
-       "'params/' or 'grads/' tensor"},
+       "'params/', 'grads/' or 'batch_stats/' tensor"},
       {"ints.npz",
        "ints.npz (params): tensor '0.weight' is I32; parameters and gradients must be floating "
        "point, F32 or F64, to be compared"},

@@ -23,12 +23,23 @@
 // natural order of their paths ("layers.2" before "layers.10", "Dense_2" before "Dense_10"),
 // which is registration order for nn.Sequential and numbered names, and Flax's creation order
 // for its auto-named modules. Flax collection prefixes ("params/", "batch_stats/") are dropped.
+//
+// For a case whose model is a list of layers (docs/model-layers.md) the canonical names are
+// instead the Flax paths infer_model_shapes gives ("Conv_0/kernel", "Residual_2/Conv_2/kernel",
+// "BatchNorm_0/mean"), same layouts and leaves. A Flax file whose module paths are all the
+// case's maps by identity; any other file (torch names, user-named Flax modules) maps by kind:
+// its k-th module of a kind, numbered as above, onto the case's k-th module of that kind in
+// creation order. For torchvision's ResNet names that is right because natural path order is
+// creation order there: per block conv1 < conv2 < downsample.0 and bn1 < bn2 < downsample.1
+// (the shortcut is created after the branch, as the case's projection), the stem's conv1/bn1
+// sort before layer1 < layer2, and block indices sort as numbers.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "parity/common/host_tensor.h"
+#include "parity/common/model_layers.h"
 
 namespace parity::interop {
 
@@ -60,14 +71,19 @@ struct CanonicalParams {
   std::vector<NameMapping> ignored;  // bookkeeping with no counterpart (num_batches_tracked)
 };
 
-// Maps `source` (one framework's names, without any "params/"/"grads/" group prefix of the
-// run directory). kAuto reads names with a "weight" or "running_mean" leaf as torch, names
-// with a "kernel", "scale" or "embedding" leaf as Flax (parity's own canonical names are read
-// as Flax names), and throws InputError naming `origin` when it cannot tell. Also InputError,
-// naming `origin`, for an empty `source` and for a tensor it keeps (mapped or unmapped) that is
-// not F32 or F64: parameters and gradients are compared as numbers (compare/tensor_diff.h).
+// Maps `source` (one framework's names, without any "params/", "grads/" or "batch_stats/"
+// group prefix of the run directory). kAuto reads names with a "weight" or "running_mean" leaf
+// as torch, names with a "kernel", "scale", "embedding", "mean" or "var" leaf as Flax (parity's
+// own canonical names are read as Flax names), and throws InputError naming `origin` when it
+// cannot tell.
+// Also InputError, naming `origin`, for an empty `source` and for a tensor it keeps (mapped or
+// unmapped) that is not F32 or F64: parameters and gradients are compared as numbers
+// (compare/tensor_diff.h).
+// `layer_model`: the case's layers model (infer_model_shapes), whose Flax paths are then the
+// canonical names; nullptr for a widths model or no case ("dense0.kernel").
 CanonicalParams to_canonical_params(const NamedTensors& source, ParamNaming naming,
-                                    const std::string& origin);
+                                    const std::string& origin,
+                                    const ModelShapes* layer_model = nullptr);
 
 struct NamedShape {
   std::string name;

@@ -22,19 +22,22 @@ NamedTensors read_tensor_file(const std::filesystem::path& path);
 // What a file holds. Tensors of different groups are never paired: a gradient is not compared
 // with a parameter of the same name.
 enum class TensorGroups {
-  // Both groups under "params/" and "grads/" prefixes (what the interop/python helpers write,
-  // and the run directory's own files, whose "replicas/" bookkeeping is set aside).
+  // Groups under "params/", "grads/" and "batch_stats/" prefixes (what the interop/python
+  // helpers write, and the run directory's own files, whose "replicas/" bookkeeping is set
+  // aside).
   kFromPrefixes,
   kParams,  // the whole file is the model's parameters (and state: BatchNorm statistics)
   kGrads,   // the whole file is gradients
   // kFromPrefixes when every name carries a prefix; a file with no "grads/" name and names
   // outside "params/" is a saved model (a state_dict, Flax variables {params, batch_stats},
-  // parity's init file) and is kParams. What `parity tensors diff` reads by default.
+  // parity's init file) and is kParams, BatchNorm statistics included. What `parity tensors
+  // diff` reads by default.
   kFromPrefixesOrModel,
 };
 
 struct GroupedTensors {
-  // "params" / "grads" -> that group's tensors, named without the group prefix; never empty.
+  // "params" / "grads" / "batch_stats" -> that group's tensors, named without the group prefix;
+  // never empty.
   std::map<std::string, NamedTensors> groups;
   bool whole_file = false;             // one group, by --kind or as a saved model
   std::vector<std::string> set_aside;  // parity's bookkeeping (replicas/param_digests)
@@ -63,13 +66,15 @@ struct TensorImportSummary {
   std::vector<int64_t> steps;
   size_t num_tensors = 0;                   // imported, over all steps
   ParamNaming naming = ParamNaming::kAuto;  // as read, per the first group
-  std::vector<NameMapping> mappings;        // of the first group, for the printout
+  std::vector<NameMapping> mappings;        // of the first file's groups, for the printout
 };
 
-// Reads every source file, maps each group onto the case's canonical parameter names and
-// shapes, and only when every group of every file matches them exactly writes
-// tensors/step_NNNNNN.safetensors (merged with what the run recorded there). Otherwise throws
-// InputError with the unmatched names side by side (format_unmatched), writing nothing.
+// Reads every source file, maps each group onto the case's canonical names and shapes (params
+// and grads: the parameters'; batch_stats: BatchNorm's statistics; a params group holding any
+// statistic, a saved model: both, its statistics recorded as batch_stats), and only when every
+// group of every file matches them exactly writes tensors/step_NNNNNN.safetensors (merged with
+// what the run recorded there). Otherwise throws InputError with the unmatched names side by
+// side (format_unmatched), writing nothing.
 TensorImportSummary import_tensors(const CaseSpec& spec, const TensorImport& request);
 
 }  // namespace parity::interop

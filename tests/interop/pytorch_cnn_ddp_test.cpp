@@ -1,0 +1,148 @@
+// A real PyTorch DDP run of cnn-fmnist's ResNet, logged with interop/python/parity_torch_log.py
+// and imported: interop/python/examples/train_cnn_ddp.py trains it on 2 gloo processes with
+// torchvision-style modules (Debian's python3-torch 1.13.1) from `parity init`'s parameters,
+// for 4 steps recording tensors at steps 0 and 3; `parity import metrics` and `parity import
+// tensors` make its log a run directory, the tensors mapped from torchvision's names and
+// layouts onto the case's Flax paths.
+//
+// What holds without a second producer of the CNN: every imported tensor name is the case's
+// (params/ and grads/ its parameters, batch_stats/ its BatchNorm statistics); the step-0
+// parameters are the init file's minus lr times the step-0 gradients (torch.optim.SGD's first
+// step with momentum: the buffer is the gradient), which checks every layout conversion against
+// the init file the run started from; the step-0 running variance is at least the momentum 0.9
+// (Flax's update from 1: 0.9 * 1 + 0.1 * biased batch variance); and `parity tensors diff
+// --case` finds the helper's torch-named files and the imported ones the same.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "command.h"
+#include "parity/common/case_spec.h"
+#include "parity/common/model_layers.h"
+#include "parity/common/run_dir.h"
+#include "parity/common/tensor_file.h"
+#include "python_helper_support.h"
+#include "test_files.h"
+
+namespace parity {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr const char* kOverrides =
+    "--set parallel.replicas=2 --set train.steps=4 --set 'train.record_steps=[0, 3]'";
+const std::vector<std::string> kOverrideList = {"parallel.replicas=2", "train.steps=4",
+                                                "train.record_steps=[0, 3]"};
+// OpenBLAS reads OPENBLAS_NUM_THREADS when it loads (pytorch_ddp_helper_test.cpp says why).
+constexpr const char* kPinnedBlas = "OPENBLAS_NUM_THREADS=1 ";
+
+testing::CommandResult run_checked(const std::string& command, int timeout_seconds) {
+  testing::CommandResult result = testing::run_command(command, timeout_seconds);
+  EXPECT_EQ(result.exit_code, 0) << command << "\n" << result.output;
+  return result;
+}
+
+// The init file, the helper's log and the run directory imported from it.
+struct TorchCnnRun {
+  std::string init, log, imported;
+  std::string import_output;  // what `parity import tensors` printed
+};
+
+TorchCnnRun train_and_import(const testing::TempDir& dir) {
+  const std::string parity = PARITY_EXECUTABLE;
+  TorchCnnRun run{dir.path("init.safetensors").string(), dir.path("torch-log").string(),
+                  dir.path("torch-run").string(), ""};
+  run_checked(fmt::format("{} init cnn-fmnist {} --out {}", parity, kOverrides, run.init), 60);
+  run_checked(
+      fmt::format("{}{} {} {} --init {} --out {} --quiet --timeout 60 --deadline 120", kPinnedBlas,
+                  testing::shell_quote(testing::python_executable()),
+                  (testing::python_helpers_dir() / "examples" / "train_cnn_ddp.py").string(),
+                  kOverrides, run.init, run.log),
+      180);
+  run_checked(
+      fmt::format("{} import metrics {}/metrics.jsonl --case cnn-fmnist {} --map loss=loss "
+                  "--map grad_norm=grad_norm --map param_norm=param_norm --map lr=lr --out {}",
+                  parity, run.log, kOverrides, run.imported),
+      60);
+  run.import_output = run_checked(fmt::format("{} import tensors {}/tensors --case cnn-fmnist {} "
+                                              "--out {}",
+                                              parity, run.log, kOverrides, run.imported),
+                                  60)
+                          .output;
+  return run;
+}
+
+const float* values(const HostTensor& tensor) { return tensor.data_as<float>(); }
+
+TEST(PytorchCnnDdp, RealTorchDdpRunOfCnnFmnistImportsOntoTheCasesNames) {
+  ASSERT_TRUE(testing::python_has_module("torch"))
+      << testing::python_executable()
+      << " cannot import torch; install python3-torch (scripts/install-deps.sh) or "
+         "point PARITY_PYTHON at an interpreter that has it";
+  testing::TempDir dir;
+  const TorchCnnRun run = train_and_import(dir);
+  EXPECT_THAT(run.import_output, HasSubstr("at steps 0, 3 of case cnn-fmnist, read as torch"));
+  EXPECT_THAT(run.import_output,
+              HasSubstr("Residual_2/Conv_2/kernel <- layer2.0.downsample.0.weight"));
+
+  const CaseSpec spec = load_case("cnn-fmnist", kOverrideList);
+  const ModelShapes shapes = infer_model_shapes(spec.model.layers, spec.model.input);
+  std::map<std::string, Shape> expected;
+  for (const ModelTensor& tensor : shapes.params) {
+    expected["params/" + tensor.name] = tensor.shape;
+    expected["grads/" + tensor.name] = tensor.shape;
+  }
+  for (const ModelTensor& tensor : shapes.batch_stats) {
+    expected["batch_stats/" + tensor.name] = tensor.shape;
+  }
+  const RunDir imported = read_run_dir(run.imported);
+  ASSERT_EQ(imported.steps.size(), 4u);
+  EXPECT_EQ(imported.tensor_steps, (std::vector<int64_t>{0, 3}));
+  for (const int64_t step : {0, 3}) {
+    std::map<std::string, Shape> names;
+    for (const auto& [name, tensor] : read_step_tensors(run.imported, step)) {
+      names[name] = tensor.shape;
+    }
+    EXPECT_EQ(names, expected) << "step " << step;
+  }
+
+  // Step 0: SGD's first step p - lr * g, in float32, against the init file's values.
+  const NamedTensors init = read_safetensors(run.init).tensors;
+  const NamedTensors step0 = read_step_tensors(run.imported, 0);
+  const float lr = static_cast<float>(spec.train.lr);
+  for (const auto& [name, start] : init) {
+    SCOPED_TRACE(name);
+    const HostTensor& param = step0.at("params/" + name);
+    const HostTensor& grad = step0.at("grads/" + name);
+    ASSERT_EQ(param.shape, start.shape);
+    for (size_t i = 0; i < start.num_elements(); ++i) {
+      const float expected_value = values(start)[i] - lr * values(grad)[i];
+      ASSERT_NEAR(values(param)[i], expected_value, 1e-6f * (1 + std::fabs(expected_value)))
+          << "element " << i;
+    }
+  }
+  for (const ModelTensor& tensor : shapes.batch_stats) {
+    if (tensor.name.substr(tensor.name.size() - 3) != "var") continue;
+    const HostTensor& var = step0.at("batch_stats/" + tensor.name);
+    for (size_t i = 0; i < var.num_elements(); ++i) {
+      EXPECT_GE(values(var)[i], 0.9f) << tensor.name << " element " << i;
+    }
+  }
+
+  // The helper's own files, in torch's names, and the imported ones: the same tensors.
+  const testing::CommandResult diff = run_checked(
+      fmt::format("{} tensors diff {}/tensors/step_000003.safetensors "
+                  "{}/tensors/step_000003.safetensors --case cnn-fmnist {}",
+                  PARITY_EXECUTABLE, run.log, run.imported, kOverrides),
+      60);
+  EXPECT_THAT(diff.output, HasSubstr("parity tensors diff of batch_stats and grads and params: "
+                                     "84 names matched, 0 unmatched, 0 of 84 compared tensors "
+                                     "outside rtol 0 atol 0: same"));
+}
+
+}  // namespace
+}  // namespace parity
