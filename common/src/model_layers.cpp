@@ -53,27 +53,21 @@ class ShapeWalker {
   explicit ShapeWalker(ModelShapes& out) : out_(out) {}
 
   std::vector<int64_t> walk(const std::vector<LayerSpec>& layers, std::vector<int64_t> shape,
-                            const std::string& scope, std::map<std::string, int>& counters) {
-    for (const LayerSpec& layer : layers) shape = apply(layer, shape, scope, counters);
+                            const std::string& scope, ModuleNamer& namer) {
+    for (const LayerSpec& layer : layers) shape = apply(layer, shape, scope, namer);
     return shape;
   }
 
  private:
-  static std::string next_name(const std::string& scope, const std::string& class_name,
-                               std::map<std::string, int>& counters) {
-    return fmt::format("{}{}_{}", scope, class_name, counters[class_name]++);
-  }
-
   std::vector<int64_t> apply(const LayerSpec& layer, std::vector<int64_t> shape,
-                             const std::string& scope, std::map<std::string, int>& counters) {
+                             const std::string& scope, ModuleNamer& namer) {
     const std::string& kind = layer.kind;
+    const std::string name = scope + namer.next(kind);
     if (kind == "dense") {
-      const std::string name = next_name(scope, "Dense", counters);
       add_params(name, layer.use_bias, {shape.back(), layer.features}, layer.features);
       shape.back() = layer.features;
     } else if (kind == "conv") {
       require_image(layer, shape);
-      const std::string name = next_name(scope, "Conv", counters);
       add_params(name, layer.use_bias, {layer.kernel[0], layer.kernel[1], shape[2], layer.features},
                  layer.features);
       shape = {window_output(layer, 0, shape[0]), window_output(layer, 1, shape[1]),
@@ -87,19 +81,15 @@ class ShapeWalker {
     } else if (kind == "flatten") {
       shape = {std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>())};
     } else if (kind == "batch_norm") {
-      const std::string name = next_name(scope, "BatchNorm", counters);
       out_.params.push_back({name + "/scale", {shape.back()}});
       out_.params.push_back({name + "/bias", {shape.back()}});
       out_.batch_stats.push_back({name + "/mean", {shape.back()}});
       out_.batch_stats.push_back({name + "/var", {shape.back()}});
     } else if (kind == "layer_norm") {
-      const std::string name = next_name(scope, "LayerNorm", counters);
       out_.params.push_back({name + "/scale", {shape.back()}});
       out_.params.push_back({name + "/bias", {shape.back()}});
     } else if (kind == "residual") {
-      shape = residual(layer, shape, next_name(scope, "Residual", counters) + "/");
-    } else if (kind == "dropout") {
-      next_name(scope, "Dropout", counters);  // a module without parameters, but named
+      shape = residual(layer, shape, name + "/");
     }
     // relu, tanh, silu, gelu: functions, shape unchanged.
     return shape;
@@ -107,10 +97,10 @@ class ShapeWalker {
 
   std::vector<int64_t> residual(const LayerSpec& layer, const std::vector<int64_t>& input,
                                 const std::string& scope) {
-    std::map<std::string, int> counters;
-    const std::vector<int64_t> branch = walk(layer.layers, input, scope, counters);
+    ModuleNamer namer;
+    const std::vector<int64_t> branch = walk(layer.layers, input, scope, namer);
     const std::vector<int64_t> shortcut =
-        layer.projection.empty() ? input : walk(layer.projection, input, scope, counters);
+        layer.projection.empty() ? input : walk(layer.projection, input, scope, namer);
     if (branch != shortcut) {
       refuse(layer,
              fmt::format("its branch gives {} but its shortcut {}, and the two are added",
@@ -165,6 +155,15 @@ const std::vector<LayerKind>& layer_kinds() {
   return kinds;
 }
 
+std::string ModuleNamer::next(const std::string& kind) {
+  static const std::map<std::string, std::string> module_classes = {
+      {"dense", "Dense"},         {"conv", "Conv"},           {"batch_norm", "BatchNorm"},
+      {"layer_norm", "LayerNorm"}, {"residual", "Residual"}, {"dropout", "Dropout"}};
+  const auto found = module_classes.find(kind);
+  if (found == module_classes.end()) return "";
+  return fmt::format("{}_{}", found->second, counters_[found->second]++);
+}
+
 const LayerKind* find_layer_kind(const std::string& name) {
   for (const LayerKind& kind : layer_kinds()) {
     if (kind.name == name) return &kind;
@@ -175,8 +174,8 @@ const LayerKind* find_layer_kind(const std::string& name) {
 ModelShapes infer_model_shapes(const std::vector<LayerSpec>& layers,
                                const std::vector<int64_t>& input) {
   ModelShapes shapes;
-  std::map<std::string, int> counters;
-  shapes.output = ShapeWalker(shapes).walk(layers, input, "", counters);
+  ModuleNamer namer;
+  shapes.output = ShapeWalker(shapes).walk(layers, input, "", namer);
   return shapes;
 }
 

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,18 @@ struct LayerKind {
 };
 const std::vector<LayerKind>& layer_kinds();
 const LayerKind* find_layer_kind(const std::string& name);
+
+// flax.linen's auto-names of the submodules of one parent module (flax/linen/module.py,
+// Module.__post_init__: autoname_cursor): Class_i, with one counter per class.
+class ModuleNamer {
+ public:
+  // The name the next layer of `kind` gets in this parent ("Conv_0", "Residual_1"); empty for
+  // the kinds that are functions rather than modules (relu, pools, flatten, ...).
+  std::string next(const std::string& kind);
+
+ private:
+  std::map<std::string, int> counters_;
+};
 
 // A parameter (or a BatchNorm statistic) of the model: "Conv_0/kernel" and its shape, in
 // Flax's layout (dense kernels (in, out), conv kernels HWIO).
