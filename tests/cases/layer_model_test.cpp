@@ -22,7 +22,7 @@ using testing::expect_close;
 using testing::LayerModelVector;
 using testing::NamedValues;
 
-constexpr double kTolerance = 1e-10;
+constexpr double kTolerance = 1e-12;
 
 // The parameters as the engine reads them from a tensor file (float32, canonical names), in f64.
 pe::Tree params_of(const LayerModelVector& vector) {
@@ -55,7 +55,10 @@ class LayerModelVsTorch : public ::testing::TestWithParam<const LayerModelVector
       : vector_(*GetParam()),
         spec_(testing::layers_case(dir_, vector_.layers)),
         params_(params_of(vector_)),
-        x_(pe::Array::from_doubles({vector_.batch, 784}, vector_.x)),
+        x_(pe::astype(pe::Array::from_floats({vector_.batch, 784}, std::vector<float>(
+                                                                        vector_.x.begin(),
+                                                                        vector_.x.end())),
+                      pe::DType::f64)),
         y_(pe::Array::from_ints({vector_.batch}, vector_.y)) {}
 
   parity::testing::TempDir dir_;

@@ -63,7 +63,7 @@ TEST(LayerTrainer, RecordsDeviceZerosRunningStatisticsAndEvaluatesWithThem) {
   double mean = 0, var = 1;
   for (int64_t step = 0; step < kSteps; ++step) {
     double sum = 0, sum_of_squares = 0;
-    const std::vector<int64_t>& ids = plan.step(step).rank_sample_ids[0];
+    const std::vector<int64_t> ids = plan.step(step).rank_sample_ids[0];
     for (int64_t id : ids) {
       for (int64_t i = 0; i < train.feature_dim; ++i) {
         const double pixel = train.features[static_cast<size_t>(id * train.feature_dim + i)];
