@@ -215,21 +215,27 @@ ProducerSummary EngineTrainer::finish(double setup_seconds) {
 }
 
 // The model's outputs for the test inputs x [N, D]: a widths model's in one batch; a layers
-// model's in evaluation mode (device 0's running statistics), a batch at a time, as a Flax
-// user's eval loop goes through the test set (a CNN's activations for all of it at once would
-// take gigabytes).
+// model's in evaluation mode (device 0's running statistics) with a jitted eval step, a batch at
+// a time, as a Flax user's eval loop goes through the test set (a CNN's activations for all of
+// it at once would take gigabytes).
 pe::Array EngineTrainer::test_outputs(const pe::Tree& params, const pe::Array& x) const {
   if (!has_model_state_) return cases::mlp_forward(spec_.model, params, x);
   constexpr int64_t kEvalBatch = 1000;
+  const ModelSpec model = spec_.model;
+  const pe::Jitted eval_step = pe::jit(
+      [model](const std::vector<pe::Tree>& args) {
+        return pe::Tree(
+            cases::layer_model_apply(model, args[0], args[1], args[2].leaf(), /*train=*/false)
+                .outputs);
+      },
+      {}, "eval_step");
   const pe::Tree batch_stats = device_slice(batch_stats_, 0);
   const int64_t num_samples = x.shape()[0];
   std::vector<pe::Array> outputs;
   for (int64_t first = 0; first < num_samples; first += kEvalBatch) {
     const int64_t last = std::min(num_samples, first + kEvalBatch);
     const pe::Array batch = pe::slice(x, {first, 0}, {last, x.shape()[1]});
-    outputs.push_back(
-        cases::layer_model_apply(spec_.model, params, batch_stats, batch, /*train=*/false)
-            .outputs);
+    outputs.push_back(eval_step({params, batch_stats, batch}).leaf());
   }
   return pe::concatenate(outputs, 0);
 }
