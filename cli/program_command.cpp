@@ -1,14 +1,76 @@
 #include <fmt/format.h>
 
+#include <functional>
 #include <iostream>
+#include <numeric>
 
 #include "commands.h"
+#include "layer_model.h"
 #include "mlp_program.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/init_params.h"
+#include "parity/engine_trainer/engine_trainer.h"
 #include "pmap_engine/ops.h"
 
 namespace parity::cli {
+
+namespace {
+
+namespace pe = pmap_engine;
+
+std::string describe_peak(const std::string& case_name, int64_t batch, int64_t num_ops,
+                          int64_t peak_bytes) {
+  return fmt::format(
+      "# case {}: train step on one device, global batch {}: {} ops, peak memory {} bytes "
+      "({:.1f} MiB; measured by running the step once)\n",
+      case_name, batch, num_ops, peak_bytes, static_cast<double>(peak_bytes) / (1 << 20));
+}
+
+// The jitted step of seed 002's MLP on the global batch.
+void print_widths_program(const CaseSpec& spec) {
+  const int64_t batch = spec.parallel.replicas * spec.data.per_replica_batch;
+  const int64_t input_dim = spec.model.widths.front();
+  pe::Tree params = cases::params_from_tensors(
+      init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
+  pe::Tree opt_state = cases::make_optimizer(spec.train).init(params);
+  pe::Array x = pe::zeros({batch, input_dim});
+  pe::Array y = spec.model.loss == "mse" ? pe::zeros({batch, spec.model.widths.back()})
+                                         : pe::zeros({batch}, pe::DType::i32);
+  pe::Jitted step = cases::make_train_step(spec);
+  std::cout << step.program_text({params, opt_state, x, y});
+  step({params, opt_state, x, y});
+  const pe::ExecutionStats stats = step.last_execution();
+  std::cout << describe_peak(spec.name, batch, stats.num_ops, stats.peak_bytes);
+}
+
+// A layers model's step is the engine trainer's pmapped one (a BatchNorm with sync names the
+// "data" axis, which only a pmap binds), here on a single device fed the global batch.
+void print_layers_program(const CaseSpec& spec) {
+  const int64_t batch = spec.parallel.replicas * spec.data.per_replica_batch;
+  const std::vector<int64_t>& input = spec.model.input;
+  const int64_t input_dim =
+      std::accumulate(input.begin(), input.end(), int64_t{1}, std::multiplies<>());
+  const pe::Tree params = cases::params_from_tensors(init_model_params(spec),
+                                                     cases::name_separator(spec.model));
+  const pe::Tree opt_state = cases::make_optimizer(spec.train).init(params);
+  const pe::Tree batch_stats = cases::initial_batch_stats(spec.model, pe::DType::f32);
+  const int64_t outputs = infer_model_shapes(spec.model.layers, input).output.back();
+  const pe::Array x = pe::zeros({1, batch, input_dim});
+  const pe::Array y = spec.model.loss == "mse" ? pe::zeros({1, batch, outputs})
+                                               : pe::zeros({1, batch}, pe::DType::i32);
+  const pe::Pmapped step = engine_trainer::make_pmap_train_step(spec, pe::DeviceSet(1));
+  const auto arguments = [&] {
+    return std::vector<pe::Tree>{engine_trainer::replicate(params, 1),
+                                 engine_trainer::replicate(opt_state, 1), x, y,
+                                 engine_trainer::replicate(batch_stats, 1)};
+  };
+  std::cout << step.program_text(arguments());
+  step(arguments());
+  const pe::MappedExecutionStats stats = step.last_execution();
+  std::cout << describe_peak(spec.name, batch, stats.num_ops, stats.peak_bytes_per_device);
+}
+
+}  // namespace
 
 void register_program_command(CLI::App& app) {
   struct Arguments {
@@ -24,26 +86,12 @@ void register_program_command(CLI::App& app) {
       ->required();
   command->add_option("--set", arguments->overrides, "override a case key: section.key=value");
   command->callback([arguments] {
-    namespace pe = pmap_engine;
-    CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
-    require_widths_model(spec, "parity program");
-    const int64_t batch = spec.parallel.replicas * spec.data.per_replica_batch;
-    const int64_t input_dim = spec.model.widths.front();
-    pe::Tree params = cases::params_from_tensors(
-        init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
-    pe::Tree opt_state = cases::make_optimizer(spec.train).init(params);
-    pe::Array x = pe::zeros({batch, input_dim});
-    pe::Array y = spec.model.loss == "mse" ? pe::zeros({batch, spec.model.widths.back()})
-                                           : pe::zeros({batch}, pe::DType::i32);
-    pe::Jitted step = cases::make_train_step(spec);
-    std::cout << step.program_text({params, opt_state, x, y});
-    step({params, opt_state, x, y});
-    const pe::ExecutionStats stats = step.last_execution();
-    std::cout << fmt::format(
-        "# case {}: train step on one device, global batch {}: {} ops, peak memory {} bytes "
-        "({:.1f} MiB; measured by running the step once)\n",
-        spec.name, batch, stats.num_ops, stats.peak_bytes,
-        static_cast<double>(stats.peak_bytes) / (1 << 20));
+    const CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
+    if (spec.model.layers.empty()) {
+      print_widths_program(spec);
+    } else {
+      print_layers_program(spec);
+    }
   });
 }
 

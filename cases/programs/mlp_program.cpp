@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "parity/common/error.h"
 #include "pmap_engine/ops.h"
@@ -40,24 +41,44 @@ pe::Array activate(const std::string& activation, const pe::Array& x) {
 
 }  // namespace
 
-pe::Tree params_from_tensors(const NamedTensors& tensors) {
-  std::map<std::string, std::map<std::string, pe::Tree>> layers;
-  for (const auto& [name, tensor] : tensors) {
-    const size_t dot = name.find('.');
-    if (dot == std::string::npos) {
-      throw InputError("parameter '" + name + "' is not a canonical name like dense0.kernel");
+std::string name_separator(const ModelSpec& model) { return model.layers.empty() ? "." : "/"; }
+
+pe::Tree params_from_tensors(const NamedTensors& tensors, const std::string& separator) {
+  // Each name's path of keys and its leaf, nested one dict level per key.
+  struct Node {
+    std::map<std::string, Node> children;
+    std::optional<pe::Array> leaf;
+    pe::Tree tree() const {
+      if (leaf) return *leaf;
+      std::map<std::string, pe::Tree> entries;
+      for (const auto& [key, child] : children) entries.emplace(key, child.tree());
+      return pe::Tree::dict(std::move(entries));
     }
-    layers[name.substr(0, dot)].emplace(name.substr(dot + 1), to_engine(tensor));
+  };
+  Node root;
+  for (const auto& [name, tensor] : tensors) {
+    if (name.find(separator) == std::string::npos) {
+      throw InputError(fmt::format(
+          "parameter '{}' is not a canonical name like dense0.kernel (widths models) or "
+          "Conv_0/kernel (layers models) joined with '{}'",
+          name, separator));
+    }
+    Node* node = &root;
+    for (size_t start = 0;;) {
+      const size_t end = name.find(separator, start);
+      node = &node->children[name.substr(start, end - start)];
+      if (end == std::string::npos) break;
+      start = end + separator.size();
+    }
+    node->leaf = to_engine(tensor);
   }
-  std::map<std::string, pe::Tree> tree;
-  for (auto& [layer, entries] : layers) tree.emplace(layer, pe::Tree::dict(std::move(entries)));
-  return pe::Tree::dict(std::move(tree));
+  return root.tree();
 }
 
-NamedTensors tensors_from_params(const pe::Tree& params) {
+NamedTensors tensors_from_params(const pe::Tree& params, const std::string& separator) {
   NamedTensors tensors;
   std::vector<pe::Array> leaves = params.leaves();
-  std::vector<std::string> paths = params.leaf_paths();
+  std::vector<std::string> paths = params.leaf_paths(separator);
   for (size_t i = 0; i < leaves.size(); ++i) tensors.emplace(paths[i], to_host(leaves[i]));
   return tensors;
 }
@@ -93,10 +114,15 @@ pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Arr
   const bool mixed = dtype != master;
   const pe::Tree compute_params = mixed ? cast_tree(params, dtype) : params;
   pe::Array outputs = mlp_forward(model, compute_params, mixed ? pe::astype(x, dtype) : x);
-  pe::Array loss = model.loss == "softmax_cross_entropy"
-                       ? pe::mean(pe::softmax_cross_entropy_with_integer_labels(outputs, y))
-                       : pe::mse(outputs, mixed ? pe::astype(y, dtype) : y);
+  const bool float_targets = model.loss != "softmax_cross_entropy";
+  pe::Array loss = outputs_loss(model, outputs, mixed && float_targets ? pe::astype(y, dtype) : y);
   return mixed && cast_loss ? pe::astype(loss, master) : loss;
+}
+
+pe::Array outputs_loss(const ModelSpec& model, const pe::Array& outputs, const pe::Array& y) {
+  return model.loss == "softmax_cross_entropy"
+             ? pe::mean(pe::softmax_cross_entropy_with_integer_labels(outputs, y))
+             : pe::mse(outputs, y);
 }
 
 pe::optim::GradientTransformation make_optimizer(const TrainSpec& train) {

@@ -19,11 +19,15 @@ namespace parity::cases {
 
 namespace pe = pmap_engine;
 
-// Canonical tensors ("dense0.kernel") as the nested dict {"dense0": {"bias", "kernel"}}, whose
-// leaf paths are the canonical names again.
-pe::Tree params_from_tensors(const NamedTensors& tensors);
+// How a model's canonical names join the path of a tensor in its tree: "dense0.kernel" for a
+// widths model, Flax's "Residual_0/Conv_0/kernel" for a layers model (docs/model-layers.md).
+std::string name_separator(const ModelSpec& model);
+
+// Canonical tensors as the nested dict of their names split at every `separator`
+// ("dense0.kernel" as {"dense0": {"bias", "kernel"}}), whose leaf paths are the names again.
+pe::Tree params_from_tensors(const NamedTensors& tensors, const std::string& separator = ".");
 // Tensors keep the leaves' precision: F64 for f64 leaves (the float64 oracle), else F32.
-NamedTensors tensors_from_params(const pe::Tree& params);
+NamedTensors tensors_from_params(const pe::Tree& params, const std::string& separator = ".");
 // Every leaf cast to `dtype`.
 pe::Tree cast_tree(const pe::Tree& tree, pe::DType dtype);
 
@@ -38,6 +42,10 @@ pe::DType compute_dtype(const std::string& name);
 // (002 §3.4's loss_fn_mixed without its last line: the loss stays in `dtype`).
 pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Array& x,
                    const pe::Array& y, pe::DType dtype = pe::DType::f32, bool cast_loss = true);
+
+// The mean loss of a batch's model outputs: softmax cross-entropy with integer labels y [B],
+// or the mean squared error against float targets y [B, T].
+pe::Array outputs_loss(const ModelSpec& model, const pe::Array& outputs, const pe::Array& y);
 
 // The case's optimizer with optax semantics (the torch.optim equivalents ddp_ref uses).
 pe::optim::GradientTransformation make_optimizer(const TrainSpec& train);

@@ -175,8 +175,8 @@ ProbeResult probe_recompilation(const CaseSpec& spec) {
 }  // namespace
 
 ProbeResult run_probe_program(const CaseSpec& spec) {
-  require_widths_model(spec, "the engine's probes");
   const EngineProgram& program = find_engine_program(spec.scenario.engine_program);
+  require_program_trains_model(spec, program);
   switch (program.probe) {
     case Probe::kDeviceAxis:
       return probe_device_axis(spec);

@@ -15,10 +15,11 @@ namespace {
 
 constexpr const char* kAxis = "data";
 
-// value_and_grad(loss_fn), then `reduce` over the grads; the loss stays per device.
+// value_and_grad(loss_fn, has_aux), then `reduce` over the grads; the loss stays per device.
 MappedGradients reduced_after_grad(const std::string& axis_name, const pe::TreeFunction& loss_fn,
+                                   bool has_aux,
                                    std::function<pe::Tree(const pe::Tree&)> reduce) {
-  return {axis_name, pe::value_and_grad(loss_fn), std::move(reduce)};
+  return {axis_name, pe::value_and_grad(loss_fn, {0}, has_aux), std::move(reduce)};
 }
 
 pe::Tree unreduced(const pe::Tree& grads) { return grads; }
@@ -32,19 +33,24 @@ pe::TreeFunction MappedGradients::loss_and_reduced_grads() const {
   };
 }
 
-MappedGradients mapped_gradients(const EngineProgram& program, const pe::TreeFunction& loss_fn) {
+MappedGradients mapped_gradients(const EngineProgram& program, const pe::TreeFunction& loss_fn,
+                                 bool has_aux) {
+  if (has_aux && !program.trains_layer_models) {
+    throw InternalError("engine program '" + program.name +
+                        "' trains widths models only, so its loss has no aux output");
+  }
   switch (program.reduction) {
     case GradientReduction::kPmean:
       // 002 §2.1: grads = lax.pmean(grads, axis_name='data').
-      return reduced_after_grad(kAxis, loss_fn,
+      return reduced_after_grad(kAxis, loss_fn, has_aux,
                                 [](const pe::Tree& grads) { return pe::pmean(grads, kAxis); });
     case GradientReduction::kPsum:
       // 000 §4.3 without the division: the sum over devices, N times DDP's average.
-      return reduced_after_grad(kAxis, loss_fn,
+      return reduced_after_grad(kAxis, loss_fn, has_aux,
                                 [](const pe::Tree& grads) { return pe::psum(grads, kAxis); });
     case GradientReduction::kPsumThenDivide:
       // 000 §4.3: grads = lax.psum(grads, ...); grads = tree.map(lambda g: g / device_count(), ...)
-      return reduced_after_grad(kAxis, loss_fn, [](const pe::Tree& grads) {
+      return reduced_after_grad(kAxis, loss_fn, has_aux, [](const pe::Tree& grads) {
         const auto devices = static_cast<double>(pe::axis_size(kAxis));
         return pe::tree_map([devices](const pe::Array& g) { return g / devices; },
                             pe::psum(grads, kAxis));
@@ -60,10 +66,10 @@ MappedGradients mapped_gradients(const EngineProgram& program, const pe::TreeFun
     }
     case GradientReduction::kNone:
       // 002's table: gradients not reduced before the update; each device steps on its own.
-      return {kAxis, pe::value_and_grad(loss_fn), unreduced};
+      return {kAxis, pe::value_and_grad(loss_fn, {0}, has_aux), unreduced};
     case GradientReduction::kMismatchedAxisNames:
       // 000 §5.1: pmap(axis_name='batch'), then psum(..., axis_name='devices').
-      return reduced_after_grad("batch", loss_fn,
+      return reduced_after_grad("batch", loss_fn, has_aux,
                                 [](const pe::Tree& grads) { return pe::pmean(grads, "devices"); });
   }
   throw InternalError("engine program '" + program.name + "' has no gradient reduction");
@@ -77,7 +83,6 @@ pe::TreeFunction case_loss(const CaseSpec& spec) {
 }
 
 pe::Tree case_params(const CaseSpec& spec) {
-  require_widths_model(spec, "the engine's scenario programs");
   return params_from_tensors(init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
 }
 
@@ -129,6 +134,15 @@ std::optional<int64_t> resume_step(const CaseSpec& spec, const EngineProgram& pr
   return spec.train.steps / 2;
 }
 
+void require_program_trains_model(const CaseSpec& spec, const EngineProgram& program) {
+  if (spec.model.layers.empty() || program.trains_layer_models) return;
+  throw InputError(fmt::format(
+      "case {}: engine program {} runs widths models only, and this case's model is given as "
+      "layers (docs/model-layers.md); layers models train with engine program {}, or give the "
+      "model as widths = [...]",
+      spec.name, program.name, layer_model_program_names()));
+}
+
 void require_training_program(const CaseSpec& spec, const EngineProgram& program) {
   if (program.kind == ProgramKind::kTrains) return;
   throw InputError(fmt::format(
@@ -138,8 +152,8 @@ void require_training_program(const CaseSpec& spec, const EngineProgram& program
 }
 
 std::optional<std::string> run_error_program(const CaseSpec& spec) {
-  require_widths_model(spec, "the engine's scenario programs");
   const EngineProgram& program = find_engine_program(spec.scenario.engine_program);
+  require_program_trains_model(spec, program);
   if (program.kind != ProgramKind::kFailsBeforeTraining) {
     throw InternalError("engine program '" + program.name + "' is not an error program");
   }

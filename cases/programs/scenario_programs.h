@@ -68,7 +68,10 @@ struct MappedGradients {
 };
 
 // `loss_fn`: (params, x, y) -> the local mean loss; the program's gradient reduction around it.
-MappedGradients mapped_gradients(const EngineProgram& program, const pe::TreeFunction& loss_fn);
+// With `has_aux` (a program that trains layers models), loss_fn is (params, x, y, batch_stats)
+// -> (loss, new batch_stats) and `local` returns ((loss, new batch_stats), grads).
+MappedGradients mapped_gradients(const EngineProgram& program, const pe::TreeFunction& loss_fn,
+                                 bool has_aux = false);
 
 // How many processes each read the whole dataset (P8: the case's parallel.processes); 1 for
 // every other program. Throws InputError for P8 in a one-process case.
@@ -101,6 +104,10 @@ struct MappedBatch {
 };
 MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int64_t mapped,
                           int64_t per_device);
+
+// Throws InputError, naming the program and the ones that do, when the case's model is given as
+// layers and `program` trains widths models only (EngineProgram::trains_layer_models).
+void require_program_trains_model(const CaseSpec& spec, const EngineProgram& program);
 
 // Throws InputError, naming the case and `parity cases run ID`, when `program` does not train
 // (an error or a probe program): before anything is trained with it.

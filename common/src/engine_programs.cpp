@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+
 #include "parity/common/error.h"
 
 namespace parity {
@@ -30,6 +32,7 @@ EngineProgram probe(std::string name, std::string what, Probe which) {
 std::vector<EngineProgram> make_table() {
   std::vector<EngineProgram> table;
   table.push_back(trains("pmean", "the faithful step: grads = pmean(grad(loss_fn)(...))"));
+  table.back().trains_layer_models = true;
   table.push_back(trains("psum", "P2: grads = psum(grads), no division"));
   table.back().reduction = GradientReduction::kPsum;
   table.push_back(trains("psum-divide", "S2: grads = psum(grads) / device_count"));
@@ -102,12 +105,25 @@ const EngineProgram& find_engine_program(const std::string& name) {
   throw InternalError("engine program '" + name + "' passed case validation");
 }
 
-std::string engine_program_names_of_kind(ProgramKind kind) {
+namespace {
+
+std::string program_names_where(const std::function<bool(const EngineProgram&)>& predicate) {
   std::vector<std::string> names;
   for (const EngineProgram& program : engine_programs()) {
-    if (program.kind == kind) names.push_back(program.name);
+    if (predicate(program)) names.push_back(program.name);
   }
   return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+std::string engine_program_names_of_kind(ProgramKind kind) {
+  return program_names_where([kind](const EngineProgram& program) { return program.kind == kind; });
+}
+
+std::string layer_model_program_names() {
+  return program_names_where(
+      [](const EngineProgram& program) { return program.trains_layer_models; });
 }
 
 }  // namespace parity

@@ -25,9 +25,9 @@ RunInfo make_run_info(const CaseSpec& spec, const EngineOptions& options, int64_
 ProducerSummary train(const CaseSpec& spec, const EngineOptions& options,
                       const std::optional<ProcessPlace>& place) {
   const auto run_start = std::chrono::steady_clock::now();
-  require_widths_model(spec, "the engine trainer");
   const EngineProgram& program = find_engine_program(options.step.program);
   cases::require_training_program(spec, program);
+  cases::require_program_trains_model(spec, program);
   // Declared before the session, so that a failed exchange can still be recorded in it.
   std::optional<RunDirWriter> writer;
   try {

@@ -1,6 +1,10 @@
 // The training step under pmap: the case's loss, the engine program's gradient reduction (the
 // faithful pmean or one of the documents' variants), the optax update, and gradient
-// accumulation over micro-batches.
+// accumulation over micro-batches. A layers model's BatchNorm statistics are the step's model
+// state, as a Flax user threads them: (loss, batch_stats), grads = value_and_grad(loss_fn,
+// has_aux=True)(params, x, y, batch_stats), with each device keeping its own statistics unless
+// a BatchNorm syncs them over "data".
+#include "layer_model.h"
 #include "mlp_program.h"
 #include "parity/common/engine_programs.h"
 #include "parity/engine_trainer/engine_trainer.h"
@@ -9,36 +13,65 @@
 
 namespace parity::engine_trainer {
 
+namespace {
+
+// The case's loss_fn: (params, x, y) -> loss for a widths model; for a layers model
+// (params, x, y, batch_stats) -> (loss, new batch_stats), differentiated with has_aux.
+pe::TreeFunction case_loss_fn(const CaseSpec& spec, pe::DType dtype, bool cast_loss) {
+  const ModelSpec model = spec.model;
+  if (!model.layers.empty()) {
+    cases::require_trainable_layers(spec);
+    return cases::layer_model_loss(model);
+  }
+  return [model, dtype, cast_loss](const std::vector<pe::Tree>& args) {
+    return pe::Tree(
+        cases::mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype, cast_loss));
+  };
+}
+
+}  // namespace
+
 pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
                                  const EngineStepOptions& step_options) {
-  const ModelSpec model = spec.model;
   const pe::DType dtype =
       step_options.float64 ? pe::DType::f64 : cases::compute_dtype(spec.train.dtype);
   const pe::optim::GradientTransformation optimizer = cases::make_optimizer(spec.train);
   const EngineProgram& program = find_engine_program(step_options.program);
-  const bool cast_loss = !program.keeps_loss_in_compute_dtype;
-  pe::TreeFunction loss_fn = [model, dtype, cast_loss](const std::vector<pe::Tree>& args) {
-    return pe::Tree(
-        cases::mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype, cast_loss));
-  };
-  const cases::MappedGradients gradients = cases::mapped_gradients(program, loss_fn);
+  cases::require_program_trains_model(spec, program);
+  const bool has_model_state = !spec.model.layers.empty();
+  const cases::MappedGradients gradients = cases::mapped_gradients(
+      program, case_loss_fn(spec, dtype, !program.keeps_loss_in_compute_dtype), has_model_state);
   const int64_t micro_batches = spec.train.grad_accum_steps;
   const bool update_each = program.updates_per_micro_batch;
-  pe::TreeFunction step = [optimizer, gradients, micro_batches,
-                           update_each](const std::vector<pe::Tree>& args) {
+  pe::TreeFunction step = [optimizer, gradients, micro_batches, update_each,
+                           has_model_state](const std::vector<pe::Tree>& args) {
     pe::Tree params = args[0];
     pe::Tree state = args[1];
+    pe::Tree batch_stats = has_model_state ? args[4] : pe::Tree();
     const auto update = [&](const pe::Tree& grads) {
       auto [updates, new_state] = optimizer.update(grads, state, params);
       params = pe::optim::apply_updates(params, updates);
       state = new_state;
     };
+    // One batch's (loss, local grads); a layers model's forward also updates batch_stats.
+    const auto loss_and_grads = [&](const pe::Tree& x, const pe::Tree& y) {
+      if (!has_model_state) return gradients.local({params, x, y});
+      const pe::Tree out = gradients.local({params, x, y, batch_stats});
+      batch_stats = out[0][1];
+      return pe::Tree::tuple({out[0][0], out[1]});
+    };
+    // (params, opt_state, loss, grads), and the new batch_stats of a layers model.
+    const auto outputs = [&](const pe::Tree& loss, const pe::Tree& grads) {
+      std::vector<pe::Tree> out = {params, state, loss, grads};
+      if (has_model_state) out.push_back(batch_stats);
+      return pe::Tree::tuple(std::move(out));
+    };
     if (micro_batches == 1) {
       // Seed 002's train_step_parallel: the program's (loss, grads), then the optax update.
-      const pe::Tree loss_and_grads = gradients.local({params, args[2], args[3]});
-      const pe::Tree grads = gradients.reduce(loss_and_grads[1]);
+      const pe::Tree local = loss_and_grads(args[2], args[3]);
+      const pe::Tree grads = gradients.reduce(local[1]);
       update(grads);
-      return pe::Tree::tuple({params, state, loss_and_grads[0], grads});
+      return outputs(local[0], grads);
     }
     // Micro-batches: args[2] and args[3] are tuples of k batches. 002 §3.3 accumulates the
     // gradients (each of loss / k, as DDP scales the loss under no_sync), reduces once and
@@ -49,15 +82,15 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
     pe::Tree last_grads;
     for (int64_t m = 0; m < micro_batches; ++m) {
       const auto index = static_cast<size_t>(m);
-      const pe::Tree loss_and_grads = gradients.local({params, args[2][index], args[3][index]});
-      losses.push_back(loss_and_grads[0]);
+      const pe::Tree local = loss_and_grads(args[2][index], args[3][index]);
+      losses.push_back(local[0]);
       if (update_each) {
-        last_grads = gradients.reduce(loss_and_grads[1]);
+        last_grads = gradients.reduce(local[1]);
         update(last_grads);
         continue;
       }
       const pe::Tree scaled =
-          pe::tree_map([k](const pe::Array& g) { return g / k; }, loss_and_grads[1]);
+          pe::tree_map([k](const pe::Array& g) { return g / k; }, local[1]);
       accumulated = m == 0
                         ? scaled
                         : pe::tree_map([](const pe::Array& a, const pe::Array& g) { return a + g; },
@@ -67,7 +100,7 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
       last_grads = gradients.reduce(accumulated);
       update(last_grads);
     }
-    return pe::Tree::tuple({params, state, pe::Tree::tuple(losses), last_grads});
+    return outputs(pe::Tree::tuple(losses), last_grads);
   };
   pe::PmapOptions options;
   options.axis_name = gradients.axis_name;

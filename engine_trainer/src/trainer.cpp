@@ -8,6 +8,7 @@
 
 #include "checkpoint.h"
 #include "device_trees.h"
+#include "layer_model.h"
 #include "mlp_program.h"
 #include "parity/common/digest.h"
 #include "parity/common/init_params.h"
@@ -52,10 +53,16 @@ EngineTrainer::EngineTrainer(const CaseSpec& spec, const EngineOptions& options,
       run_start_(run_start),
       num_devices_(spec.parallel.replicas),
       train_(load_case_dataset(spec, "train")),
-      checkpoint_step_(cases::resume_step(spec, program_)) {
+      checkpoint_step_(cases::resume_step(spec, program_)),
+      has_model_state_(!spec.model.layers.empty()) {
   const int64_t local_devices = num_devices_ / process.count();
-  pe::Tree initial = cases::params_from_tensors(read_safetensors(options.init_file).tensors);
+  pe::Tree initial = cases::params_from_tensors(read_safetensors(options.init_file).tensors,
+                                                cases::name_separator(spec.model));
   if (options.step.float64) initial = cases::cast_tree(initial, pe::DType::f64);
+  if (has_model_state_) {
+    batch_stats_ = replicate(
+        cases::initial_batch_stats(spec.model, initial.leaves().front().dtype()), local_devices);
+  }
   const pe::Tree initial_state = cases::make_optimizer(spec.train).init(initial);
   if (program_.broadcasts_params) {
     params_ = initial;
@@ -75,6 +82,12 @@ pe::Tree EngineTrainer::device_params(int64_t d) const {
   return program_.broadcasts_params ? params_ : device_slice(params_, d);
 }
 
+std::vector<pe::Tree> EngineTrainer::step_arguments(const StepInputs& batch) const {
+  std::vector<pe::Tree> args = {params_, opt_state_, batch.inputs, batch.targets};
+  if (has_model_state_) args.push_back(batch_stats_);
+  return args;
+}
+
 ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
   recorder_.emplace(spec_, writer, "device");
   const double setup_seconds = seconds_since(run_start_);
@@ -85,10 +98,11 @@ ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
     // The step's time is the pmapped train_step's: what a JAX user's step costs. Gathering the
     // metrics and recording tensors are the harness's own work and stay outside it.
     const auto start = Clock::now();
-    const pe::Tree out = placement_->step({params_, opt_state_, batch.inputs, batch.targets});
+    const pe::Tree out = placement_->step(step_arguments(batch));
     step_seconds_.push_back(seconds_since(start));
     params_ = out[0];
     opt_state_ = out[1];
+    if (has_model_state_) batch_stats_ = out[4];
     StepRecord record = reduce_metrics(step, batch, out);
     global_loss_ = record.loss;
     recorder_->check_losses_finite(record);
@@ -135,7 +149,8 @@ StepRecord EngineTrainer::reduce_metrics(int64_t step, const StepInputs& batch,
 std::vector<uint64_t> EngineTrainer::replica_param_digests() const {
   std::vector<uint64_t> local;
   for (int64_t d = 0; d < placement_->local_devices; ++d) {
-    local.push_back(digest_named_tensors(cases::tensors_from_params(device_params(d))));
+    local.push_back(digest_named_tensors(
+        cases::tensors_from_params(device_params(d), cases::name_separator(spec_.model))));
   }
   return gather_across_processes(local);
 }
@@ -149,8 +164,13 @@ void EngineTrainer::record_step(StepRecord& record, const pe::Tree& reduced_grad
   record.param_norm = global_l2_norm(params);
   recorder_->record_step(record);
   if (recorder_->records_tensors(record.step)) {
-    recorder_->record_tensors(record.step, cases::tensors_from_params(grads),
-                              cases::tensors_from_params(params), {}, digests);
+    const std::string separator = cases::name_separator(spec_.model);
+    const NamedTensors batch_stats =
+        has_model_state_ ? cases::tensors_from_params(device_slice(batch_stats_, 0), separator)
+                         : NamedTensors{};
+    recorder_->record_tensors(record.step, cases::tensors_from_params(grads, separator),
+                              cases::tensors_from_params(params, separator), batch_stats,
+                              digests);
   }
 }
 
@@ -194,6 +214,32 @@ ProducerSummary EngineTrainer::finish(double setup_seconds) {
   return summary;
 }
 
+// The model's outputs for the test inputs x [N, D]: a widths model's in one batch; a layers
+// model's in evaluation mode (device 0's running statistics) with a jitted eval step, a batch at
+// a time, as a Flax user's eval loop goes through the test set (a CNN's activations for all of
+// it at once would take gigabytes).
+pe::Array EngineTrainer::test_outputs(const pe::Tree& params, const pe::Array& x) const {
+  if (!has_model_state_) return cases::mlp_forward(spec_.model, params, x);
+  constexpr int64_t kEvalBatch = 1000;
+  const ModelSpec model = spec_.model;
+  const pe::Jitted eval_step = pe::jit(
+      [model](const std::vector<pe::Tree>& args) {
+        return pe::Tree(
+            cases::layer_model_apply(model, args[0], args[1], args[2].leaf(), /*train=*/false)
+                .outputs);
+      },
+      {}, "eval_step");
+  const pe::Tree batch_stats = device_slice(batch_stats_, 0);
+  const int64_t num_samples = x.shape()[0];
+  std::vector<pe::Array> outputs;
+  for (int64_t first = 0; first < num_samples; first += kEvalBatch) {
+    const int64_t last = std::min(num_samples, first + kEvalBatch);
+    const pe::Array batch = pe::slice(x, {first, 0}, {last, x.shape()[1]});
+    outputs.push_back(eval_step({params, batch_stats, batch}).leaf());
+  }
+  return pe::concatenate(outputs, 0);
+}
+
 // test_loss, and test_accuracy for a classifier, of device 0's parameters on the test set.
 std::map<std::string, double> EngineTrainer::evaluate() const {
   const pe::Tree params = device_params(0);
@@ -201,7 +247,7 @@ std::map<std::string, double> EngineTrainer::evaluate() const {
   const pe::DType dtype = params.leaves().front().dtype();
   const pe::Array x = pe::astype(
       pe::Array::from_floats({test.num_samples, test.feature_dim}, test.features), dtype);
-  const pe::Array outputs = cases::mlp_forward(spec_.model, params, x);
+  const pe::Array outputs = test_outputs(params, x);
   if (test.labels.empty()) {
     const pe::Array targets = pe::astype(
         pe::Array::from_floats({test.num_samples, test.target_dim}, test.targets), dtype);
@@ -212,7 +258,7 @@ std::map<std::string, double> EngineTrainer::evaluate() const {
   const double test_loss =
       pe::mean(pe::softmax_cross_entropy_with_integer_labels(outputs, y)).item();
   const std::vector<double> logits = outputs.to_doubles();
-  const int64_t num_classes = spec_.model.widths.back();
+  const int64_t num_classes = outputs.shape()[1];
   int64_t correct = 0;
   for (int64_t i = 0; i < test.num_samples; ++i) {
     const auto row = logits.begin() + i * num_classes;

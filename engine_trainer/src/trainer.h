@@ -38,7 +38,9 @@ class EngineTrainer {
   void report_progress(int64_t step, double loss) const;
   ProducerSummary finish(double setup_seconds);
   std::map<std::string, double> evaluate() const;
+  pe::Array test_outputs(const pe::Tree& params, const pe::Array& x) const;
   pe::Tree device_params(int64_t d) const;
+  std::vector<pe::Tree> step_arguments(const StepInputs& batch) const;
 
   const CaseSpec& spec_;
   const EngineOptions& options_;
@@ -54,6 +56,10 @@ class EngineTrainer {
   // device axis, as jax.device_put_replicated makes it.
   pe::Tree params_;
   pe::Tree opt_state_;
+  // A layers model's BatchNorm statistics, per device (they drift apart unless a BatchNorm
+  // syncs them); widths models have no model state.
+  const bool has_model_state_;
+  pe::Tree batch_stats_;
   std::vector<double> step_seconds_;
   int64_t peak_bytes_per_device_ = 0;  // of the placements before the current one
   int64_t compile_count_ = 0;          // likewise

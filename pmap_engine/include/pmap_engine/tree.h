@@ -34,7 +34,9 @@ class Tree {
   operator const Array&() const { return leaf(); }  // NOLINT
 
   std::vector<Array> leaves() const;
-  std::vector<std::string> leaf_paths() const;
+  // Dict keys joined with `separator` ("dense0.kernel"; "Conv_0/kernel" with "/", as
+  // jax.tree_util.keystr(path, simple=True, separator="/") writes Flax's names).
+  std::vector<std::string> leaf_paths(const std::string& separator = ".") const;
   // The structure without the leaves: "{'b': *, 'w': *}", "(*, (*, *))".
   std::string structure() const;
   // A tree of the same structure with `leaves` in flatten order.
@@ -42,7 +44,8 @@ class Tree {
 
  private:
   void collect(std::vector<Array>& out) const;
-  void collect_paths(const std::string& prefix, std::vector<std::string>& out) const;
+  void collect_paths(const std::string& prefix, const std::string& separator,
+                     std::vector<std::string>& out) const;
   Tree rebuild(const std::vector<Array>& leaves, size_t& next) const;
 
   Kind kind_;

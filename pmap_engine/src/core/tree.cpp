@@ -58,27 +58,28 @@ std::vector<Array> Tree::leaves() const {
   return out;
 }
 
-// Paths join dict keys with '.' ("dense0.kernel") and show tuple positions as [i].
-void Tree::collect_paths(const std::string& prefix, std::vector<std::string>& out) const {
+// Paths join dict keys with `separator` ("dense0.kernel") and show tuple positions as [i].
+void Tree::collect_paths(const std::string& prefix, const std::string& separator,
+                         std::vector<std::string>& out) const {
   switch (kind_) {
     case Kind::kLeaf: out.push_back(prefix); break;
     case Kind::kTuple:
       for (size_t i = 0; i < children_.size(); ++i) {
-        children_[i].collect_paths(prefix + "[" + std::to_string(i) + "]", out);
+        children_[i].collect_paths(prefix + "[" + std::to_string(i) + "]", separator, out);
       }
       break;
     case Kind::kDict:
       for (const auto& [key, child] : entries_) {
-        child.collect_paths(prefix.empty() ? key : prefix + "." + key, out);
+        child.collect_paths(prefix.empty() ? key : prefix + separator + key, separator, out);
       }
       break;
     case Kind::kNone: break;
   }
 }
 
-std::vector<std::string> Tree::leaf_paths() const {
+std::vector<std::string> Tree::leaf_paths(const std::string& separator) const {
   std::vector<std::string> out;
-  collect_paths("", out);
+  collect_paths("", separator, out);
   return out;
 }
 

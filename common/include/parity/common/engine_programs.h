@@ -48,6 +48,9 @@ struct EngineProgram {
   bool resumes_on_half_the_devices = false;  // checkpoint at the middle step, restore (S10)
   bool every_process_reads_everything = false;  // no jax.process_index() sharding (P8)
   bool feeds_65_samples_to_8_devices = false;   // a global batch of 65 mapped as is (P6)
+  // Trains a layers model (docs/model-layers.md), its BatchNorm statistics threaded through the
+  // step as the model state; the others train widths models only.
+  bool trains_layer_models = false;
   JitShardings jit = JitShardings::kNotJit;
   Probe probe = Probe::kNone;
 
@@ -65,5 +68,7 @@ const std::vector<std::string>& engine_program_names();
 const EngineProgram& find_engine_program(const std::string& name);
 // The names of the programs of one kind, comma-separated, for an error message.
 std::string engine_program_names_of_kind(ProgramKind kind);
+// The names of the programs that train layers models, comma-separated.
+std::string layer_model_program_names();
 
 }  // namespace parity

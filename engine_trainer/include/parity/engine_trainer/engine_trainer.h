@@ -45,6 +45,9 @@ ProducerSummary train(const CaseSpec& spec, const EngineOptions& options,
 // train_step(params, opt_state, x, y) under pmap(axis_name="data") on `devices`: every
 // argument carries a leading device axis; returns (params, opt_state, per-device loss, reduced
 // grads), donating params and opt_state. Params and opt_state must be f64 with step.float64.
+// A layers model's step also takes and returns its BatchNorm statistics, each device's own:
+// train_step(params, opt_state, x, y, batch_stats) -> (..., grads, batch_stats). Throws
+// InputError for a layers case the program or the layer model cannot train.
 pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
                                  const EngineStepOptions& step = {});
 

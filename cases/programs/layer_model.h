@@ -1,0 +1,57 @@
+// The cases' layers models (docs/model-layers.md) written with pmap_engine as a Flax user writes
+// a compact module and its loss:
+//
+//   class Model(nn.Module):
+//     @nn.compact
+//     def __call__(self, x, train):
+//       x = x.reshape((x.shape[0],) + input)                      # [model] input, NHWC
+//       x = nn.Conv(16, (3, 3), padding="SAME", use_bias=False)(x)
+//       x = nn.BatchNorm(use_running_average=not train, momentum=0.9, epsilon=1e-5,
+//                        axis_name="data" if sync else None)(x)
+//       x = nn.relu(x)
+//       x = Residual(...)(x)                                      # x + branch(x)
+//       ...
+//
+//   def loss_fn(params, x, y, batch_stats):
+//     logits, updates = model.apply({"params": params, "batch_stats": batch_stats}, x,
+//                                   train=True, mutable=["batch_stats"])
+//     return loss(logits, y), updates["batch_stats"]
+//
+// Parameters and batch statistics are nested dicts by Flax's auto-names ({"Conv_0": {"kernel"},
+// "Residual_0": {"BatchNorm_0": {"scale", "bias"}}}), the names infer_model_shapes gives.
+#pragma once
+
+#include "parity/common/case_spec.h"
+#include "pmap_engine/transforms.h"
+
+namespace parity::cases {
+
+namespace pe = pmap_engine;
+
+struct LayerModelOutput {
+  pe::Array outputs;     // [B, ...]: the last layer's output
+  pe::Tree batch_stats;  // train: the updated running statistics; eval: the ones given
+};
+
+// model.apply({"params": params, "batch_stats": batch_stats}, x, train, mutable=["batch_stats"]):
+// x [B, prod(model.input)] (the dataset's flat rows) -> outputs. In training BatchNorm
+// normalises with the batch's statistics (over the "data" axis when the layer's sync is set,
+// so then only inside a pmap binding it) and updates the running ones; in evaluation it uses
+// the running statistics and dropout is the identity.
+LayerModelOutput layer_model_apply(const ModelSpec& model, const pe::Tree& params,
+                                   const pe::Tree& batch_stats, const pe::Array& x, bool train);
+
+// The "batch_stats" collection as flax.linen.BatchNorm initialises it (normalization.py,
+// BatchNorm.__call__: ra_mean zeros, ra_var ones), in `dtype`; an empty dict without BatchNorm.
+pe::Tree initial_batch_stats(const ModelSpec& model, pe::DType dtype);
+
+// loss_fn(params, x, y, batch_stats) -> (mean loss, new batch_stats), the model in training
+// mode: the function value_and_grad(loss_fn, has_aux=True) takes.
+pe::TreeFunction layer_model_loss(const ModelSpec& model);
+
+// InputError, naming the layer or key and the fix, for a layers case the engine cannot train:
+// a dropout rate above 0 (its mask needs a dropout key the step does not thread) or a
+// train.dtype other than f32.
+void require_trainable_layers(const CaseSpec& spec);
+
+}  // namespace parity::cases
