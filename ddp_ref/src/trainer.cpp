@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "case_model.h"
 #include "memory_meter.h"
 #include "model.h"
 #include "parity/common/digest.h"
@@ -85,14 +86,13 @@ std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& params
   return grads;
 }
 
-void check_gradients_finite(Mlp& model, int64_t step) {
-  auto params = model->parameters();
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (!torch::isfinite(params[i].grad()).all().item<bool>()) {
+void check_gradients_finite(const CaseModelImpl& model, int64_t step) {
+  for (const CanonicalParam& param : model.canonical_params()) {
+    if (!torch::isfinite(param.tensor.grad()).all().item<bool>()) {
       throw RunError(fmt::format(
           "step {}: the gradient of {} is not finite after the all-reduce (on every rank, since "
           "they share the reduced gradient); the run stops here",
-          step, model->canonical_names()[i]));
+          step, param.name));
     }
   }
 }
@@ -123,7 +123,7 @@ class RankTrainer {
         spec_(*context.spec),
         rank_(context.rank),
         world_size_(context.world_size),
-        model_(spec_.model, compute_dtype(spec_.train.dtype)),
+        model_(make_case_model(spec_.model, compute_dtype(spec_.train.dtype))),
         plan_(case_sampler_options(spec_, context.data->train.num_samples, world_size_),
               spec_.data.per_replica_batch),
         recorder_(spec_, context.writer, "rank") {}
@@ -147,7 +147,7 @@ class RankTrainer {
   const CaseSpec& spec_;
   int64_t rank_;
   int64_t world_size_;
-  Mlp model_;
+  std::shared_ptr<CaseModelImpl> model_;
   DistributedBatchPlan plan_;
   StepRecorder recorder_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
@@ -172,7 +172,7 @@ void RankTrainer::set_up() {
   });
   params_ = model_->parameters();
   if (context_.init_params != nullptr) {
-    load_canonical_params(model_, *context_.init_params, context_.options->init_file.string());
+    load_canonical_params(*model_, *context_.init_params, context_.options->init_file.string());
   } else {
     // Other ranks start from different values on purpose (like separately initialised
     // torch modules): DDP's broadcast from rank 0 must make them equal (pitfall P4).
@@ -236,7 +236,7 @@ StepOutcome RankTrainer::forward_backward(int64_t step) {
 }
 
 void RankTrainer::record_tensors(int64_t step, const NamedTensors& grads) {
-  const NamedTensors params = export_canonical_params(model_);
+  const NamedTensors params = export_canonical_params(*model_);
   std::vector<double> digests = in_collective("replica digest all-gather", rank_, step, [&] {
     double as_double;
     uint64_t digest = digest_named_tensors(params);
@@ -268,7 +268,7 @@ void RankTrainer::reduce_metrics(int64_t step, const StepOutcome& outcome) {
 }
 
 void RankTrainer::update(int64_t step) {
-  check_gradients_finite(model_, step);
+  check_gradients_finite(*model_, step);
   if (spec_.train.clip_grad_norm > 0) {
     // torch.nn.utils.clip_grad_norm_ returns the norm before clipping.
     grad_norm_ = torch::nn::utils::clip_grad_norm_(params_, spec_.train.clip_grad_norm);
@@ -324,7 +324,7 @@ std::optional<ProducerSummary> RankTrainer::run() {
     reduce_metrics(step, outcome);
     const bool recorded = recorder_.records_tensors(step);
     NamedTensors grads;
-    if (recorded && context_.writer != nullptr) grads = export_canonical_grads(model_);
+    if (recorded && context_.writer != nullptr) grads = export_canonical_grads(*model_);
     start = Clock::now();
     update(step);
     step_seconds.push_back(seconds + seconds_since(start));
