@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "case_model.h"
+#include "layer_model.h"
 #include "memory_meter.h"
 #include "model.h"
 #include "parity/common/error.h"
@@ -339,7 +340,7 @@ std::string format_fault_injection(const FaultInjection& fault) {
 }
 
 void check_options(const CaseSpec& spec, const DdpOptions& options) {
-  require_widths_model(spec, "ddp_ref");
+  check_layers_trainable(spec);
   check_fault_fits(spec, options);
   if (spec.train.eps_root != 0.0) {
     throw InputError(fmt::format(

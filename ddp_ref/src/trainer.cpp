@@ -21,6 +21,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int64_t kEvalChunkRows = 1000;
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -180,8 +182,9 @@ void RankTrainer::set_up() {
     auto generator = at::make_generator<at::CPUGeneratorImpl>(1000 + rank_);
     for (auto& param : params_) param.normal_(0.0, 1.0, generator);
   }
-  ddp_ = in_collective("DDP construction (parameter check and broadcast)", rank_, -1,
-                       [&] { return std::make_unique<DistributedDataParallel>(params_, group_); });
+  ddp_ = in_collective("DDP construction (parameter check and broadcast)", rank_, -1, [&] {
+    return std::make_unique<DistributedDataParallel>(params_, model_->buffers(), group_);
+  });
   in_collective("exchanging process addresses", rank_, -1, [&] { exchange_addresses(); });
   optimizer_ = make_optimizer(spec_.train, params_);
 }
@@ -245,7 +248,7 @@ void RankTrainer::record_tensors(int64_t step, const NamedTensors& grads) {
   });
   std::vector<uint64_t> replica_digests(digests.size());
   std::memcpy(replica_digests.data(), digests.data(), digests.size() * sizeof(uint64_t));
-  recorder_.record_tensors(step, grads, params, {}, replica_digests);
+  recorder_.record_tensors(step, grads, params, model_->export_batch_stats(), replica_digests);
 }
 
 void RankTrainer::reduce_metrics(int64_t step, const StepOutcome& outcome) {
@@ -338,7 +341,16 @@ std::optional<ProducerSummary> RankTrainer::run() {
 void RankTrainer::evaluate(ProducerSummary& summary) {
   const TrainingData& data = *context_.data;
   torch::NoGradGuard no_grad;
-  auto outputs = model_->forward(data.test_features);
+  // Eval mode: BatchNorm normalises with its running statistics, dropout is off. The test set
+  // goes through in chunks (a CNN's activations of all of it at once take gigabytes); each
+  // row's output does not depend on the others, and the loss is taken over all of them.
+  model_->eval();
+  std::vector<torch::Tensor> chunks;
+  for (int64_t start = 0; start < data.test.num_samples; start += kEvalChunkRows) {
+    const int64_t rows = std::min(kEvalChunkRows, data.test.num_samples - start);
+    chunks.push_back(model_->forward(data.test_features.narrow(0, start, rows)));
+  }
+  auto outputs = torch::cat(chunks);
   summary.test_loss = compute_loss(spec_.model, outputs, data.test_targets).item<double>();
   if (spec_.model.loss == "softmax_cross_entropy") {
     summary.test_accuracy =
