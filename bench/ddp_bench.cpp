@@ -119,7 +119,8 @@ void BM_DdpTrainStep(benchmark::State& state) {
     RankState& mine = ranks[rank];
     mine.model = ddp_ref::Mlp(spec.model);
     mine.ddp =
-        std::make_unique<ddp_ref::DistributedDataParallel>(mine.model->parameters(), groups[rank]);
+        std::make_unique<ddp_ref::DistributedDataParallel>(mine.model->parameters(),
+                                                          mine.model->buffers(), groups[rank]);
     mine.optimizer = ddp_ref::make_optimizer(spec.train, mine.model->parameters());
     auto all_inputs = torch::from_blob(const_cast<float*>(train.features.data()),
                                        {train.num_samples, train.feature_dim});

@@ -88,7 +88,7 @@ void BM_TorchEagerStep(benchmark::State& state) {
   torch::set_num_threads(1);
   const Batch& b = batch();
   ddp_ref::Mlp model(b.spec.model);
-  ddp_ref::load_canonical_params(model, b.init, "init");
+  ddp_ref::load_canonical_params(*model, b.init, "init");
   auto optimizer = ddp_ref::make_optimizer(b.spec.train, model->parameters());
   auto x = torch::from_blob(const_cast<float*>(b.x.data()), {b.size, 784}).clone();
   auto y =

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <thread>
 
+#include "case_model.h"
+#include "layer_model.h"
 #include "memory_meter.h"
 #include "model.h"
 #include "parity/common/error.h"
@@ -35,8 +37,7 @@ std::chrono::milliseconds timeout_of(const DdpOptions& options) {
 // Fails fast, before any rank starts, on an init file that does not fit the case's model.
 NamedTensors load_and_check_init(const CaseSpec& spec, const DdpOptions& options) {
   NamedTensors tensors = read_safetensors(options.init_file).tensors;
-  Mlp probe(spec.model);
-  load_canonical_params(probe, tensors, options.init_file.string());
+  load_canonical_params(*make_case_model(spec.model), tensors, options.init_file.string());
   return tensors;
 }
 
@@ -339,7 +340,7 @@ std::string format_fault_injection(const FaultInjection& fault) {
 }
 
 void check_options(const CaseSpec& spec, const DdpOptions& options) {
-  require_widths_model(spec, "ddp_ref");
+  check_layers_trainable(spec);
   check_fault_fits(spec, options);
   if (spec.train.eps_root != 0.0) {
     throw InputError(fmt::format(

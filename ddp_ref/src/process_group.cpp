@@ -15,11 +15,16 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo> make_gloo_group(
 }
 
 DistributedDataParallel::DistributedDataParallel(
-    std::vector<torch::Tensor> params, c10::intrusive_ptr<c10d::ProcessGroup> process_group) {
+    std::vector<torch::Tensor> params, std::vector<torch::Tensor> buffers,
+    c10::intrusive_ptr<c10d::ProcessGroup> process_group)
+    : process_group_(process_group), buffers_(std::move(buffers)) {
   c10d::verify_params_across_processes(process_group, params, c10::nullopt);
   {
+    // _sync_module_states: the parameters, then the buffers, in one coalesced broadcast.
     torch::NoGradGuard no_grad;
-    c10d::broadcast_coalesced(process_group, params, kBroadcastBucketBytes, /*rank=*/0);
+    std::vector<torch::Tensor> module_states = params;
+    module_states.insert(module_states.end(), buffers_.begin(), buffers_.end());
+    c10d::broadcast_coalesced(process_group, module_states, kBroadcastBucketBytes, /*rank=*/0);
   }
 
   // find_unused_parameters=False: one bucket (size limit "infinite") for the first iteration.
@@ -51,9 +56,20 @@ void DistributedDataParallel::before_forward(bool sync) {
   if (sync) reducer_->prepare_for_forward();
   // DDP calls this on every forward with grad enabled; it rebuilds once, after iteration one.
   reducer_->rebuild_buckets();
+  // DDP.forward: `if self._check_sync_bufs_pre_fwd(): self._sync_buffers()`, which (without a
+  // buffer comm hook or join) is will_sync_module_buffers(): require_forward_param_sync and
+  // broadcast_buffers and the module has buffers; then a coalesced broadcast from rank 0
+  // (_default_broadcast_coalesced). require_forward_param_sync is the previous forward's sync:
+  // under gradient accumulation the first micro-batch of a step (after a synchronised one)
+  // broadcasts and the others, the synchronised last one included, do not.
+  if (!require_forward_param_sync_ || buffers_.empty()) return;
+  torch::NoGradGuard no_grad;
+  c10d::broadcast_coalesced(process_group_, buffers_, kBroadcastBucketBytes, /*rank=*/0);
 }
 
 void DistributedDataParallel::after_forward(bool sync) {
+  // DDP.forward: require_forward_param_sync = (grad enabled and require_backward_grad_sync).
+  require_forward_param_sync_ = sync;
   if (!sync) return;
   reducer_->prepare_for_backward({});
 }

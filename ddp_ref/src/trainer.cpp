@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "case_model.h"
 #include "memory_meter.h"
 #include "model.h"
 #include "parity/common/digest.h"
@@ -19,6 +20,8 @@ namespace parity::ddp_ref {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kEvalChunkRows = 1000;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -85,14 +88,13 @@ std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& params
   return grads;
 }
 
-void check_gradients_finite(Mlp& model, int64_t step) {
-  auto params = model->parameters();
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (!torch::isfinite(params[i].grad()).all().item<bool>()) {
+void check_gradients_finite(const CaseModelImpl& model, int64_t step) {
+  for (const CanonicalParam& param : model.canonical_params()) {
+    if (!torch::isfinite(param.tensor.grad()).all().item<bool>()) {
       throw RunError(fmt::format(
           "step {}: the gradient of {} is not finite after the all-reduce (on every rank, since "
           "they share the reduced gradient); the run stops here",
-          step, model->canonical_names()[i]));
+          step, param.name));
     }
   }
 }
@@ -123,7 +125,7 @@ class RankTrainer {
         spec_(*context.spec),
         rank_(context.rank),
         world_size_(context.world_size),
-        model_(spec_.model, compute_dtype(spec_.train.dtype)),
+        model_(make_case_model(spec_.model, compute_dtype(spec_.train.dtype))),
         plan_(case_sampler_options(spec_, context.data->train.num_samples, world_size_),
               spec_.data.per_replica_batch),
         recorder_(spec_, context.writer, "rank") {}
@@ -147,7 +149,7 @@ class RankTrainer {
   const CaseSpec& spec_;
   int64_t rank_;
   int64_t world_size_;
-  Mlp model_;
+  std::shared_ptr<CaseModelImpl> model_;
   DistributedBatchPlan plan_;
   StepRecorder recorder_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
@@ -172,7 +174,7 @@ void RankTrainer::set_up() {
   });
   params_ = model_->parameters();
   if (context_.init_params != nullptr) {
-    load_canonical_params(model_, *context_.init_params, context_.options->init_file.string());
+    load_canonical_params(*model_, *context_.init_params, context_.options->init_file.string());
   } else {
     // Other ranks start from different values on purpose (like separately initialised
     // torch modules): DDP's broadcast from rank 0 must make them equal (pitfall P4).
@@ -180,8 +182,9 @@ void RankTrainer::set_up() {
     auto generator = at::make_generator<at::CPUGeneratorImpl>(1000 + rank_);
     for (auto& param : params_) param.normal_(0.0, 1.0, generator);
   }
-  ddp_ = in_collective("DDP construction (parameter check and broadcast)", rank_, -1,
-                       [&] { return std::make_unique<DistributedDataParallel>(params_, group_); });
+  ddp_ = in_collective("DDP construction (parameter check and broadcast)", rank_, -1, [&] {
+    return std::make_unique<DistributedDataParallel>(params_, model_->buffers(), group_);
+  });
   in_collective("exchanging process addresses", rank_, -1, [&] { exchange_addresses(); });
   optimizer_ = make_optimizer(spec_.train, params_);
 }
@@ -236,7 +239,7 @@ StepOutcome RankTrainer::forward_backward(int64_t step) {
 }
 
 void RankTrainer::record_tensors(int64_t step, const NamedTensors& grads) {
-  const NamedTensors params = export_canonical_params(model_);
+  const NamedTensors params = export_canonical_params(*model_);
   std::vector<double> digests = in_collective("replica digest all-gather", rank_, step, [&] {
     double as_double;
     uint64_t digest = digest_named_tensors(params);
@@ -245,7 +248,7 @@ void RankTrainer::record_tensors(int64_t step, const NamedTensors& grads) {
   });
   std::vector<uint64_t> replica_digests(digests.size());
   std::memcpy(replica_digests.data(), digests.data(), digests.size() * sizeof(uint64_t));
-  recorder_.record_tensors(step, grads, params, {}, replica_digests);
+  recorder_.record_tensors(step, grads, params, model_->export_batch_stats(), replica_digests);
 }
 
 void RankTrainer::reduce_metrics(int64_t step, const StepOutcome& outcome) {
@@ -268,7 +271,7 @@ void RankTrainer::reduce_metrics(int64_t step, const StepOutcome& outcome) {
 }
 
 void RankTrainer::update(int64_t step) {
-  check_gradients_finite(model_, step);
+  check_gradients_finite(*model_, step);
   if (spec_.train.clip_grad_norm > 0) {
     // torch.nn.utils.clip_grad_norm_ returns the norm before clipping.
     grad_norm_ = torch::nn::utils::clip_grad_norm_(params_, spec_.train.clip_grad_norm);
@@ -324,7 +327,7 @@ std::optional<ProducerSummary> RankTrainer::run() {
     reduce_metrics(step, outcome);
     const bool recorded = recorder_.records_tensors(step);
     NamedTensors grads;
-    if (recorded && context_.writer != nullptr) grads = export_canonical_grads(model_);
+    if (recorded && context_.writer != nullptr) grads = export_canonical_grads(*model_);
     start = Clock::now();
     update(step);
     step_seconds.push_back(seconds + seconds_since(start));
@@ -338,7 +341,16 @@ std::optional<ProducerSummary> RankTrainer::run() {
 void RankTrainer::evaluate(ProducerSummary& summary) {
   const TrainingData& data = *context_.data;
   torch::NoGradGuard no_grad;
-  auto outputs = model_->forward(data.test_features);
+  // Eval mode: BatchNorm normalises with its running statistics, dropout is off. The test set
+  // goes through in chunks (a CNN's activations of all of it at once take gigabytes); each
+  // row's output does not depend on the others, and the loss is taken over all of them.
+  model_->eval();
+  std::vector<torch::Tensor> chunks;
+  for (int64_t start = 0; start < data.test.num_samples; start += kEvalChunkRows) {
+    const int64_t rows = std::min(kEvalChunkRows, data.test.num_samples - start);
+    chunks.push_back(model_->forward(data.test_features.narrow(0, start, rows)));
+  }
+  auto outputs = torch::cat(chunks);
   summary.test_loss = compute_loss(spec_.model, outputs, data.test_targets).item<double>();
   if (spec_.model.loss == "softmax_cross_entropy") {
     summary.test_accuracy =

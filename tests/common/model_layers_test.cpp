@@ -169,10 +169,10 @@ TEST(ModelLayers, AWidthsCaseWritesNeitherInputNorLayersSoItsHashIsUnchanged) {
 TEST(ModelLayers, ProducersRefuseALayersModelUntilTheyTrainOne) {
   LayersCase dir;
   const CaseSpec spec = load_case(dir.write());
-  EXPECT_THAT([&] { require_widths_model(spec, "ddp_ref"); },
-              ::testing::ThrowsMessage<InputError>(
-                  HasSubstr("its model is given as layers, which ddp_ref cannot train yet")));
-  EXPECT_NO_THROW(require_widths_model(load_case("mlp2-fmnist"), "ddp_ref"));
+  EXPECT_THAT([&] { require_widths_model(spec, "the engine trainer"); },
+              ::testing::ThrowsMessage<InputError>(HasSubstr(
+                  "its model is given as layers, which the engine trainer cannot train yet")));
+  EXPECT_NO_THROW(require_widths_model(load_case("mlp2-fmnist"), "the engine trainer"));
 }
 
 struct BadLayers {

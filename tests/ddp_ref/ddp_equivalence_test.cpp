@@ -33,7 +33,7 @@ struct ReferenceRun {
 ReferenceRun train_single_process(const CaseSpec& spec, const NamedTensors& init) {
   TrainingData data = load_training_data(spec);
   Mlp model(spec.model);
-  load_canonical_params(model, init, "init");
+  load_canonical_params(*model, init, "init");
   auto optimizer = make_optimizer(spec.train, model->parameters());
   DistributedSamplerOptions sampler;
   sampler.dataset_size = data.train.num_samples;
@@ -59,7 +59,7 @@ ReferenceRun train_single_process(const CaseSpec& spec, const NamedTensors& init
     optimizer->step();
     run.losses.push_back(loss.item<double>());
   }
-  run.final_params = export_canonical_params(model);
+  run.final_params = export_canonical_params(*model);
   return run;
 }
 

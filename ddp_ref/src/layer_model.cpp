@@ -1,0 +1,331 @@
+#include "layer_model.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "parity/common/error.h"
+
+namespace parity::ddp_ref {
+namespace {
+
+namespace F = torch::nn::functional;
+
+// (low, high) padding of each spatial axis, as lax.padtype_to_pads computes SAME:
+// out = ceil(in / stride), total = max((out - 1) * stride + window - in, 0), low = total / 2,
+// high = total - low. SAME with stride > 1 pads more at the high end; torch's Conv2d and pools
+// pad both ends alike, so such pads go through an explicit F::pad.
+using SpatialPads = std::array<std::array<int64_t, 2>, 2>;
+
+SpatialPads spatial_pads(const LayerSpec& layer, const std::vector<int64_t>& input) {
+  SpatialPads pads{};
+  for (size_t axis = 0; axis < 2; ++axis) {
+    if (layer.padding.mode == "VALID") continue;
+    if (layer.padding.mode != "SAME") {
+      pads[axis] = layer.padding.pairs[axis];
+      continue;
+    }
+    const int64_t stride = layer.strides.empty() ? 1 : layer.strides[axis];
+    const int64_t out = (input[axis] + stride - 1) / stride;
+    const int64_t total =
+        std::max<int64_t>((out - 1) * stride + layer.kernel[axis] - input[axis], 0);
+    pads[axis] = {total / 2, total - total / 2};
+  }
+  return pads;
+}
+
+bool is_symmetric(const SpatialPads& pads) {
+  return pads[0][0] == pads[0][1] && pads[1][0] == pads[1][1];
+}
+
+bool is_zero(const SpatialPads& pads) {
+  return is_symmetric(pads) && pads[0][0] == 0 && pads[1][0] == 0;
+}
+
+// x (NCHW) padded with `value` as the pads say.
+torch::Tensor pad_spatial(const torch::Tensor& x, const SpatialPads& pads, double value) {
+  if (is_zero(pads)) return x;
+  return F::pad(x, F::PadFuncOptions({pads[1][0], pads[1][1], pads[0][0], pads[0][1]})
+                       .mode(torch::kConstant)
+                       .value(value));
+}
+
+torch::ExpandingArray<2> window_strides(const LayerSpec& layer) {
+  if (layer.strides.empty()) return torch::ExpandingArray<2>(1);
+  return torch::ExpandingArray<2>({layer.strides[0], layer.strides[1]});
+}
+
+// Flax applies dense and layer_norm to the last axis, the channels of an NHWC image: an NCHW
+// activation goes channels-last for them and back.
+torch::Tensor on_channels(const torch::Tensor& x,
+                          const std::function<torch::Tensor(const torch::Tensor&)>& fn) {
+  if (x.dim() != 4) return fn(x);
+  return fn(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2});
+}
+
+template <typename Layers>
+torch::Tensor run_layers(const Layers& layers, torch::Tensor x) {
+  for (const auto& layer : layers) x = layer(x);
+  return x;
+}
+
+bool has_sync_batch_norm(const std::vector<LayerSpec>& layers) {
+  for (const LayerSpec& layer : layers) {
+    if (layer.kind == "batch_norm" && layer.sync) return true;
+    if (has_sync_batch_norm(layer.layers) || has_sync_batch_norm(layer.projection)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// One BatchNorm's running statistics and what converting them needs.
+struct LayerModelImpl::BatchNormState {
+  std::string mean_name;
+  std::string var_name;
+  double momentum = 0;  // the case's, Flax's convention
+  torch::Tensor running_mean;
+  torch::Tensor running_var;
+  torch::Tensor num_batches_tracked;
+  int64_t batch_elements = 0;  // values per channel in the last training batch
+};
+
+LayerModelImpl::LayerModelImpl(const ModelSpec& spec)
+    : input_(spec.input), shapes_(infer_model_shapes(spec.layers, spec.input)) {
+  std::vector<int64_t> shape = input_;
+  layers_ = build(spec.layers, shape);
+  PARITY_CHECK(next_param_ == shapes_.params.size() && next_stat_ == shapes_.batch_stats.size());
+  // DDP's Reducer and the optimizer see parameters(); the canonical names must follow it.
+  const std::vector<torch::Tensor> params = parameters();
+  PARITY_CHECK(params.size() == canonical_params().size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    PARITY_CHECK(params[i].is_same(canonical_params()[i].tensor));
+  }
+}
+
+torch::Tensor LayerModelImpl::forward(torch::Tensor rows) {
+  std::vector<int64_t> sizes = {rows.size(0)};
+  sizes.insert(sizes.end(), input_.begin(), input_.end());
+  torch::Tensor x = rows.reshape(sizes);
+  // NHWC -> NCHW, contiguous as a DataLoader's NCHW batch is: a permuted view would read as
+  // channels-last to torch (suggest_memory_format) and switch the convolutions to that format.
+  if (x.dim() == 4) x = x.permute({0, 3, 1, 2}).contiguous();
+  return run_layers(layers_, x);
+}
+
+template <typename Holder>
+Holder LayerModelImpl::add_module(Holder module) {
+  return register_module(fmt::format("layer{}", children().size()), std::move(module));
+}
+
+void LayerModelImpl::take_param(const torch::Tensor& tensor, ParamLayout layout) {
+  PARITY_CHECK(next_param_ < shapes_.params.size());
+  const ModelTensor& canonical = shapes_.params[next_param_++];
+  add_canonical_param(canonical.name, tensor, layout);
+  // The canonical shape is the torch shape in Flax's order.
+  std::vector<int64_t> torch_shape = canonical.shape;
+  if (layout == ParamLayout::kLinear) std::swap(torch_shape[0], torch_shape[1]);
+  if (layout == ParamLayout::kConv2d) {
+    torch_shape = {canonical.shape[3], canonical.shape[2], canonical.shape[0], canonical.shape[1]};
+  }
+  PARITY_CHECK(tensor.sizes().vec() == torch_shape);
+}
+
+std::vector<LayerModelImpl::Layer> LayerModelImpl::build(const std::vector<LayerSpec>& layers,
+                                                         std::vector<int64_t>& shape) {
+  std::vector<Layer> built;
+  for (const LayerSpec& layer : layers) {
+    built.push_back(build_layer(layer, shape));
+    shape = infer_model_shapes({layer}, shape).output;
+  }
+  return built;
+}
+
+LayerModelImpl::Layer LayerModelImpl::build_layer(const LayerSpec& layer,
+                                                  const std::vector<int64_t>& input) {
+  const std::string& kind = layer.kind;
+  if (kind == "dense") return dense(layer, input);
+  if (kind == "conv") return conv(layer, input);
+  if (kind == "batch_norm") return batch_norm(layer, input);
+  if (kind == "layer_norm") return layer_norm(layer, input);
+  if (kind == "residual") return residual(layer, input);
+  if (kind == "max_pool" || kind == "avg_pool") {
+    const SpatialPads pads = spatial_pads(layer, input);
+    const torch::ExpandingArray<2> window({layer.kernel[0], layer.kernel[1]});
+    const torch::ExpandingArray<2> strides = window_strides(layer);
+    if (kind == "max_pool") {
+      // lax.reduce_window pads with max's identity, -inf.
+      return [=](const torch::Tensor& x) {
+        return F::max_pool2d(pad_spatial(x, pads, -std::numeric_limits<double>::infinity()),
+                             F::MaxPool2dFuncOptions(window).stride(strides));
+      };
+    }
+    auto average = [=](const torch::Tensor& x) {
+      return F::avg_pool2d(pad_spatial(x, pads, 0.0),
+                           F::AvgPool2dFuncOptions(window).stride(strides));
+    };
+    if (layer.count_include_pad || is_zero(pads)) return average;
+    // flax.linen.avg_pool(count_include_pad=False): the window sum over the count of real
+    // (unpadded) values in it.
+    return [=](const torch::Tensor& x) {
+      return average(x) / average(torch::ones({1, 1, x.size(2), x.size(3)}, x.options()));
+    };
+  }
+  if (kind == "global_avg_pool") return [](const torch::Tensor& x) { return x.mean({2, 3}); };
+  if (kind == "flatten") {
+    // Flax flattens NHWC: go channels-last first so the features come in the same order.
+    return [](const torch::Tensor& x) {
+      return (x.dim() == 4 ? x.permute({0, 2, 3, 1}) : x).flatten(1);
+    };
+  }
+  if (kind == "relu") return [](const torch::Tensor& x) { return torch::relu(x); };
+  if (kind == "tanh") return [](const torch::Tensor& x) { return torch::tanh(x); };
+  if (kind == "silu") return [](const torch::Tensor& x) { return torch::silu(x); };
+  if (kind == "gelu") {
+    const std::string approximate = layer.approximate ? "tanh" : "none";
+    return [approximate](const torch::Tensor& x) { return torch::gelu(x, approximate); };
+  }
+  if (kind == "dropout") {
+    auto dropout = add_module(torch::nn::Dropout(layer.rate));
+    return [dropout = dropout.ptr()](const torch::Tensor& x) { return dropout->forward(x); };
+  }
+  throw InternalError("layer kind '" + kind + "' passed case validation");
+}
+
+LayerModelImpl::Layer LayerModelImpl::dense(const LayerSpec& layer,
+                                            const std::vector<int64_t>& input) {
+  auto linear = add_module(torch::nn::Linear(
+      torch::nn::LinearOptions(input.back(), layer.features).bias(layer.use_bias)));
+  take_param(linear->weight, ParamLayout::kLinear);
+  if (layer.use_bias) take_param(linear->bias, ParamLayout::kSame);
+  return [linear = linear.ptr()](const torch::Tensor& x) {
+    return on_channels(x, [&](const torch::Tensor& y) { return linear->forward(y); });
+  };
+}
+
+LayerModelImpl::Layer LayerModelImpl::conv(const LayerSpec& layer,
+                                           const std::vector<int64_t>& input) {
+  const SpatialPads pads = spatial_pads(layer, input);
+  const bool symmetric = is_symmetric(pads);
+  auto options =
+      torch::nn::Conv2dOptions(input[2], layer.features, {layer.kernel[0], layer.kernel[1]})
+          .stride(window_strides(layer))
+          .bias(layer.use_bias);
+  if (symmetric) options.padding(torch::ExpandingArray<2>({pads[0][0], pads[1][0]}));
+  auto conv = add_module(torch::nn::Conv2d(options));
+  take_param(conv->weight, ParamLayout::kConv2d);
+  if (layer.use_bias) take_param(conv->bias, ParamLayout::kSame);
+  if (symmetric) return [conv = conv.ptr()](const torch::Tensor& x) { return conv->forward(x); };
+  return [conv = conv.ptr(), pads](const torch::Tensor& x) {
+    return conv->forward(pad_spatial(x, pads, 0.0));
+  };
+}
+
+LayerModelImpl::Layer LayerModelImpl::batch_norm(const LayerSpec& layer,
+                                                 const std::vector<int64_t>& input) {
+  // torch's momentum weighs the new batch value, Flax's the old average
+  // (torch/nn/modules/batchnorm.py, _BatchNorm.forward; flax/linen/normalization.py).
+  const auto options =
+      torch::nn::BatchNormOptions(input.back()).momentum(1.0 - layer.momentum).eps(layer.epsilon);
+  auto state = std::make_shared<BatchNormState>();
+  PARITY_CHECK(next_stat_ + 1 < shapes_.batch_stats.size());
+  state->mean_name = shapes_.batch_stats[next_stat_++].name;
+  state->var_name = shapes_.batch_stats[next_stat_++].name;
+  state->momentum = layer.momentum;
+  batch_norms_.push_back(state);
+  Layer normalize;
+  const auto keep = [&](auto bn) {
+    take_param(bn->weight, ParamLayout::kSame);
+    take_param(bn->bias, ParamLayout::kSame);
+    state->running_mean = bn->running_mean;
+    state->running_var = bn->running_var;
+    state->num_batches_tracked = bn->num_batches_tracked;
+    normalize = [bn = bn.ptr()](const torch::Tensor& x) { return bn->forward(x); };
+  };
+  if (input.size() == 3) {
+    keep(add_module(torch::nn::BatchNorm2d(options)));
+  } else {
+    keep(add_module(torch::nn::BatchNorm1d(options)));
+  }
+  return [this, state, normalize](const torch::Tensor& x) {
+    if (is_training()) state->batch_elements = x.numel() / x.size(1);
+    return normalize(x);
+  };
+}
+
+LayerModelImpl::Layer LayerModelImpl::layer_norm(const LayerSpec& layer,
+                                                 const std::vector<int64_t>& input) {
+  auto norm = add_module(
+      torch::nn::LayerNorm(torch::nn::LayerNormOptions({input.back()}).eps(layer.epsilon)));
+  take_param(norm->weight, ParamLayout::kSame);
+  take_param(norm->bias, ParamLayout::kSame);
+  return [norm = norm.ptr()](const torch::Tensor& x) {
+    return on_channels(x, [&](const torch::Tensor& y) { return norm->forward(y); });
+  };
+}
+
+LayerModelImpl::Layer LayerModelImpl::residual(const LayerSpec& layer,
+                                               const std::vector<int64_t>& input) {
+  // Branch first, then the projection: the order infer_model_shapes names their parameters in.
+  std::vector<int64_t> branch_shape = input;
+  std::vector<Layer> branch = build(layer.layers, branch_shape);
+  std::vector<int64_t> shortcut_shape = input;
+  std::vector<Layer> shortcut = build(layer.projection, shortcut_shape);
+  return [branch, shortcut](const torch::Tensor& x) {
+    torch::Tensor y = run_layers(branch, x);
+    return run_layers(shortcut, x) + y;
+  };
+}
+
+NamedTensors LayerModelImpl::export_batch_stats() const {
+  NamedTensors out;
+  for (const auto& state : batch_norms_) {
+    out.emplace(state->mean_name, to_host(state->running_mean));
+    out.emplace(state->var_name,
+                to_host(flax_running_var(state->running_var, state->momentum,
+                                         state->num_batches_tracked.item<int64_t>(),
+                                         state->batch_elements)));
+  }
+  return out;
+}
+
+// Both start at var_0 = 1. With m the case's (Flax's) momentum, s2 a batch's biased variance
+// and n its values per channel, torch keeps (momentum 1 - m, the unbiased variance)
+//   v_t = m v_{t-1} + (1 - m) s2_t n / (n - 1)
+// and Flax
+//   f_t = m f_{t-1} + (1 - m) s2_t.
+// Claim: f_t = v_t (n - 1) / n + m^t / n. At t = 0: (n - 1) / n + 1 / n = 1. If it holds at
+// t - 1: v_t (n - 1) / n + m^t / n = m (v_{t-1} (n - 1) / n + m^{t-1} / n) + (1 - m) s2_t
+// = m f_{t-1} + (1 - m) s2_t = f_t. Exact only while every batch has the same n (a smaller
+// last batch breaks the factor (n - 1) / n); up to float rounding.
+torch::Tensor flax_running_var(const torch::Tensor& torch_var, double momentum, int64_t batches,
+                               int64_t batch_elements) {
+  if (batches == 0) return torch_var;
+  const double n = static_cast<double>(batch_elements);
+  return (torch_var.to(torch::kFloat64) * ((n - 1) / n) + std::pow(momentum, batches) / n)
+      .to(torch_var.scalar_type());
+}
+
+void check_layers_trainable(const CaseSpec& spec) {
+  if (spec.model.layers.empty()) return;
+  if (has_sync_batch_norm(spec.model.layers)) {
+    // torch.nn.SyncBatchNorm is CUDA-only in PyTorch 1.13 (torch/nn/modules/batchnorm.py,
+    // SyncBatchNorm.forward: "SyncBatchNorm expected input tensor to be on GPU"; DDP's
+    // _passing_sync_batchnorm_handle refuses it on CPU modules) and LibTorch's C++ API has none.
+    throw InputError(fmt::format(
+        "case {}: a batch_norm layer has sync = true (SyncBatchNorm), which ddp_ref cannot "
+        "train: PyTorch 1.13's SyncBatchNorm runs on CUDA only and LibTorch has no C++ one; "
+        "use sync = false (per-replica statistics, DDP's default)",
+        spec.name));
+  }
+  if (spec.train.dtype != "f32") {
+    throw InputError(fmt::format(
+        "case {}: train.dtype = \"{}\": ddp_ref trains layers models in f32 only (mixed "
+        "precision is implemented for widths models); use --set train.dtype=f32",
+        spec.name, spec.train.dtype));
+  }
+}
+
+}  // namespace parity::ddp_ref
