@@ -28,6 +28,11 @@ Conversions from torch's conventions to Flax's:
     at mean 0, var 1 (flax.linen.BatchNorm's init).
   - gelu with approximate=true is F.gelu(approximate="tanh") (jax.nn.gelu's default form).
   - layer_norm: F.layer_norm with the case's epsilon over the last axis.
+  - Tokens are (batch, tokens, features) in both. patch_embed is the conv with stride = patch,
+    its NCHW output permuted to NHWC and reshaped to tokens (Flax's reshape of the patch grid).
+    attention runs torch's own F.multi_head_attention_forward, its packed in_proj_weight (3E, E)
+    built from Flax's query/key/value kernels (E, H, E/H) reshaped to (E, E) and transposed,
+    out_proj.weight from the out kernel (H, E/H, E) likewise.
 """
 import math
 
@@ -78,6 +83,33 @@ MODELS = [
   { kind = "global_avg_pool" },
   { kind = "dense", features = 10 },
 """),
+    # Transformer kinds: a class token read out at the end, then mean pooling over tokens.
+    ("kViTClassToken", 13, [28, 28, 1], 2, """\
+  { kind = "patch_embed", patch = [7, 7], features = 8 },
+  { kind = "class_token" },
+  { kind = "pos_embed" },
+  { kind = "residual", layers = [
+      { kind = "layer_norm", epsilon = 1e-6 },
+      { kind = "attention", heads = 2 } ] },
+  { kind = "residual", layers = [
+      { kind = "layer_norm", epsilon = 1e-6 },
+      { kind = "mlp_block", hidden = 16, approximate = false } ] },
+  { kind = "layer_norm", epsilon = 1e-6 },
+  { kind = "take_class_token" },
+  { kind = "dense", features = 10 },
+"""),
+    ("kViTMeanTokens", 14, [28, 28, 1], 3, """\
+  { kind = "patch_embed", patch = [4, 7], features = 8, use_bias = false },
+  { kind = "pos_embed" },
+  { kind = "residual", layers = [
+      { kind = "layer_norm", epsilon = 1e-5 },
+      { kind = "attention", heads = 4 } ] },
+  { kind = "residual", layers = [
+      { kind = "layer_norm", epsilon = 1e-5 },
+      { kind = "mlp_block", hidden = 12, approximate = true } ] },
+  { kind = "mean_tokens" },
+  { kind = "dense", features = 10 },
+"""),
 ]
 
 STRUCTS = """\
@@ -109,7 +141,8 @@ def parse_layers(text):
     python = (text.replace("=", ":").replace("true", "True").replace("false", "False"))
     python = "[" + python + "]"
     for key in ["kind", "features", "kernel", "strides", "padding", "use_bias", "momentum",
-                "epsilon", "approximate", "layers", "projection", "window", "rate"]:
+                "epsilon", "approximate", "layers", "projection", "window", "rate", "patch",
+                "heads", "hidden"]:
         python = python.replace(" %s :" % key, " '%s':" % key)
     return eval(python)
 
@@ -141,7 +174,9 @@ def pad(x, pads, value=0.0):
 
 class Namer:
     CLASSES = {"dense": "Dense", "conv": "Conv", "batch_norm": "BatchNorm",
-               "layer_norm": "LayerNorm", "residual": "Residual", "dropout": "Dropout"}
+               "layer_norm": "LayerNorm", "residual": "Residual", "dropout": "Dropout",
+               "patch_embed": "Conv", "pos_embed": "AddPositionEmbs",
+               "attention": "MultiHeadDotProductAttention", "mlp_block": "MlpBlock"}
 
     def __init__(self):
         self.counters = {}
@@ -170,7 +205,8 @@ class Model:
         if name not in self.params:
             values = torch.randn(shape, generator=self.gen)
             if kind == "kernel":
-                fan_in = math.prod(shape[:-1])
+                fan_in = math.prod(shape[:-1]) if len(shape) != 3 or name.endswith("out/kernel") \
+                    else shape[0]
                 values = values / math.sqrt(fan_in)
             elif kind == "scale":
                 values = 1 + 0.2 * values
@@ -187,11 +223,13 @@ class Model:
     def apply_all(self, layers, x, scope, namer):
         for layer in layers:
             name = namer.next(layer["kind"])
-            x = self.apply(layer, x, scope + name if name else None)
+            x = self.apply(layer, x, scope + name if name else None, scope)
         return x
 
-    def apply(self, layer, x, name):
+    def apply(self, layer, x, name, scope):
         kind = layer["kind"]
+        if kind in TOKEN_KINDS:
+            return self.token_layer(layer, x, name, scope)
         if kind == "conv":
             kh, kw = layer["kernel"]
             kernel = self.param(name + "/kernel", (kh, kw, x.shape[1], layer["features"]), "kernel")
@@ -202,7 +240,7 @@ class Model:
                 y = y + self.param(name + "/bias", (layer["features"],), "bias").view(1, -1, 1, 1)
             return y
         if kind == "dense":
-            kernel = self.param(name + "/kernel", (x.shape[1], layer["features"]), "kernel")
+            kernel = self.param(name + "/kernel", (x.shape[-1], layer["features"]), "kernel")
             y = x @ kernel
             if layer.get("use_bias", True):
                 y = y + self.param(name + "/bias", (layer["features"],), "bias")
@@ -241,6 +279,56 @@ class Model:
             return shortcut + branch
         raise ValueError(kind)
 
+    def dense(self, x, name, features):
+        kernel = self.param(name + "/kernel", (x.shape[-1], features), "kernel")
+        return x @ kernel + self.param(name + "/bias", (features,), "bias")
+
+    def token_layer(self, layer, x, name, scope):
+        kind = layer["kind"]
+        if kind == "patch_embed":
+            ph, pw = layer["patch"]
+            kernel = self.param(name + "/kernel", (ph, pw, x.shape[1], layer["features"]), "kernel")
+            y = F.conv2d(x, kernel.permute(3, 2, 0, 1), stride=(ph, pw))
+            if layer.get("use_bias", True):
+                y = y + self.param(name + "/bias", (layer["features"],), "bias").view(1, -1, 1, 1)
+            return y.permute(0, 2, 3, 1).reshape(y.shape[0], -1, y.shape[1])
+        if kind == "class_token":
+            cls = self.param(scope + "cls", (1, 1, x.shape[2]), "bias")
+            return torch.cat([cls.expand(x.shape[0], 1, x.shape[2]), x], dim=1)
+        if kind == "pos_embed":
+            return x + self.param(name + "/pos_embedding", (1, x.shape[1], x.shape[2]), "bias")
+        if kind == "attention":
+            return self.attention(layer, x, name)
+        if kind == "mlp_block":
+            hidden = self.dense(x, name + "/Dense_0", layer["hidden"])
+            hidden = F.gelu(hidden, approximate="tanh" if layer["approximate"] else "none")
+            return self.dense(hidden, name + "/Dense_1", x.shape[-1])
+        if kind == "mean_tokens":
+            return x.mean(dim=1)
+        if kind == "take_class_token":
+            return x[:, 0]
+        raise ValueError(kind)
+
+    def attention(self, layer, x, name):
+        batch, tokens, width = x.shape
+        heads = layer["heads"]
+        head_dim = width // heads
+        kernels, biases = [], []
+        for projection in ("query", "key", "value"):
+            kernel = self.param("%s/%s/kernel" % (name, projection), (width, heads, head_dim),
+                                "kernel")
+            bias = self.param("%s/%s/bias" % (name, projection), (heads, head_dim), "bias")
+            kernels.append(kernel.reshape(width, width).t())
+            biases.append(bias.reshape(width))
+        out_kernel = self.param(name + "/out/kernel", (heads, head_dim, width), "kernel")
+        out_bias = self.param(name + "/out/bias", (width,), "bias")
+        sequence_first = x.transpose(0, 1)
+        y, _ = F.multi_head_attention_forward(
+            sequence_first, sequence_first, sequence_first, width, heads,
+            torch.cat(kernels), torch.cat(biases), None, None, False, 0.0,
+            out_kernel.reshape(width, width).t(), out_bias, training=True, need_weights=False)
+        return y.transpose(0, 1)
+
     def batch_norm(self, layer, x, name):
         channels = x.shape[1]
         scale = self.param(name + "/scale", (channels,), "scale")
@@ -266,6 +354,10 @@ class Model:
         self.new_stats[name + "/mean"] = flax_mean
         self.new_stats[name + "/var"] = flax_var
         return y
+
+
+TOKEN_KINDS = {"patch_embed", "class_token", "pos_embed", "attention", "mlp_block", "mean_tokens",
+               "take_class_token"}
 
 
 def cpp_f32_values(t):

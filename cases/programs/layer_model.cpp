@@ -11,6 +11,13 @@
 //   batch_norm       flax/linen/normalization.py BatchNorm (pmap_engine::linen)
 //   layer_norm       flax/linen/normalization.py LayerNorm (pmap_engine::linen)
 //   residual         a submodule returning shortcut(x) + branch(x)
+//   patch_embed      nn.Conv(kernel_size=strides=patch, padding="VALID"), then
+//                    x.reshape((n, h * w, c)) (vit_jax/models_vit.py VisionTransformer)
+//   class_token      VisionTransformer: jnp.concatenate([jnp.tile(cls, [n, 1, 1]), x], axis=1)
+//   pos_embed        vit_jax/models_vit.py AddPositionEmbs: inputs + pos_embedding
+//   attention        flax/linen/attention.py   MultiHeadDotProductAttention (pmap_engine::linen)
+//   mlp_block        Dense -> gelu -> Dense (vit_jax/models_vit.py MlpBlock, without dropout)
+//   mean_tokens, take_class_token   x.mean(axis=1), x[:, 0]
 #include "layer_model.h"
 
 #include <fmt/format.h>
@@ -35,6 +42,13 @@ pe::Padding engine_padding(const LayerPadding& padding) {
   std::vector<pe::PadPair> pairs;
   for (const auto& [low, high] : padding.pairs) pairs.emplace_back(low, high);
   return pairs;
+}
+
+// flax/linen/linear.py Dense.__call__: lax.dot_general(x, kernel, (((x.ndim - 1,), (0,)), ((),
+// ()))), then + bias: the last axis of a batch of vectors or of tokens.
+pe::Array dense(const pe::Array& x, const pe::Tree& p, bool use_bias) {
+  const pe::Array y = pe::dot_general(x, p["kernel"].leaf(), {x.ndim() - 1}, {0});
+  return use_bias ? y + p["bias"].leaf() : y;
 }
 
 // One module's variables: its "params" and "batch_stats" entries, and the updated statistics
@@ -69,11 +83,7 @@ class LayerApplier {
   pe::Array apply(const LayerSpec& layer, const pe::Array& x, Scope& scope,
                   const std::string& name) const {
     const std::string& kind = layer.kind;
-    if (kind == "dense") {
-      const pe::Tree& p = scope.params[name];
-      const pe::Array y = pe::matmul(x, p["kernel"]);
-      return layer.use_bias ? y + p["bias"].leaf() : y;
-    }
+    if (kind == "dense") return dense(x, scope.params[name], layer.use_bias);
     if (kind == "conv") {
       const pe::Tree& p = scope.params[name];
       const std::vector<int64_t> strides = layer.strides.empty() ? std::vector<int64_t>{1, 1}
@@ -108,6 +118,38 @@ class LayerApplier {
       return pe::linen::layer_norm(x, p["scale"], p["bias"], layer.epsilon);
     }
     if (kind == "residual") return residual(layer, x, scope, name);
+    return transformer_layer(layer, x, scope, name);
+  }
+
+  pe::Array transformer_layer(const LayerSpec& layer, const pe::Array& x, Scope& scope,
+                              const std::string& name) const {
+    const std::string& kind = layer.kind;
+    const int64_t batch = x.shape()[0];
+    if (kind == "patch_embed") {
+      const pe::Tree& p = scope.params[name];
+      pe::Array y = pe::conv_general_dilated(x, p["kernel"], layer.kernel, "VALID");
+      if (layer.use_bias) y = y + p["bias"].leaf();
+      return pe::reshape(y, {batch, y.shape()[1] * y.shape()[2], y.shape()[3]});
+    }
+    if (kind == "class_token") {
+      const pe::Array& cls = scope.params["cls"].leaf();
+      return pe::concatenate({pe::broadcast_to(cls, {batch, 1, x.shape()[2]}), x}, 1);
+    }
+    if (kind == "pos_embed") return x + scope.params[name]["pos_embedding"].leaf();
+    if (kind == "attention") {
+      pe::linen::AttentionOptions options;
+      options.deterministic = true;  // rate 0 (require_trainable_layers), or evaluation
+      return pe::linen::multi_head_self_attention(x, scope.params[name], layer.heads, options);
+    }
+    if (kind == "mlp_block") {
+      const pe::Tree& p = scope.params[name];
+      return dense(pe::gelu(dense(x, p["Dense_0"], true), layer.approximate), p["Dense_1"], true);
+    }
+    if (kind == "mean_tokens") return pe::mean(x, {1});
+    if (kind == "take_class_token") {
+      const pe::Array first = pe::slice(x, {0, 0, 0}, {batch, 1, x.shape()[2]});
+      return pe::reshape(first, {batch, x.shape()[2]});
+    }
     throw InternalError("layer kind '" + kind + "' passed case validation");
   }
 
@@ -151,7 +193,7 @@ class LayerApplier {
 
 void require_no_dropout(const CaseSpec& spec, const std::vector<LayerSpec>& layers) {
   for (const LayerSpec& layer : layers) {
-    if (layer.kind == "dropout" && layer.rate > 0) {
+    if ((layer.kind == "dropout" || layer.kind == "attention") && layer.rate > 0) {
       throw InputError(fmt::format(
           "case {}: model.layers: dropout at {} has rate {}; the engine's layer model does not "
           "thread a dropout key through the train step yet (nn.Dropout draws bernoulli(key, "

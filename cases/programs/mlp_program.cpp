@@ -57,11 +57,12 @@ pe::Tree params_from_tensors(const NamedTensors& tensors, const std::string& sep
   };
   Node root;
   for (const auto& [name, tensor] : tensors) {
-    if (name.find(separator) == std::string::npos) {
+    // A layers model may hold a parameter of its own at the top (ViT's `cls`); a widths model's
+    // parameters all belong to a layer.
+    if (separator == "." && name.find(separator) == std::string::npos) {
       throw InputError(fmt::format(
-          "parameter '{}' is not a canonical name like dense0.kernel (widths models) or "
-          "Conv_0/kernel (layers models) joined with '{}'",
-          name, separator));
+          "parameter '{}' is not a canonical name like dense0.kernel (a layer, a dot, a leaf)",
+          name));
     }
     Node* node = &root;
     for (size_t start = 0;;) {

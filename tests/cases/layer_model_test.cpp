@@ -1,6 +1,7 @@
-// The engine's layers models against PyTorch: two small models over every layer kind (conv with
+// The engine's layers models against PyTorch: four small models over every layer kind (conv with
 // SAME, VALID and explicit padding, strided and asymmetric; pools; residuals with and without a
-// projection; BatchNorm, LayerNorm; both heads), run in float64 from the same float32-exact
+// projection; BatchNorm, LayerNorm; both heads; and the Transformer kinds, attention through
+// torch's own multi_head_attention_forward), run in float64 from the same float32-exact
 // parameters and inputs. The expected logits, loss, gradients and BatchNorm statistics are
 // torch's, converted to Flax's conventions (scripts/gen_layer_model_vectors.py), so they agree
 // to float64 round-off.
@@ -106,13 +107,19 @@ TEST_P(LayerModelVsTorch, EvaluationForwardNormalisesWithTheRunningStatistics) {
   expect_named_close(out.batch_stats, vector_.batch_stats, "eval batch_stats");
 }
 
+const std::map<const LayerModelVector*, std::string>& vector_names() {
+  static const std::map<const LayerModelVector*, std::string> names = {
+      {&testing::kPoolsAndLayerNorm, "PoolsAndLayerNorm"},
+      {&testing::kResNetHead, "ResNetHead"},
+      {&testing::kViTClassToken, "ViTClassToken"},
+      {&testing::kViTMeanTokens, "ViTMeanTokens"}};
+  return names;
+}
+
 INSTANTIATE_TEST_SUITE_P(TorchVectors, LayerModelVsTorch,
-                         ::testing::Values(&testing::kPoolsAndLayerNorm, &testing::kResNetHead),
-                         [](const auto& vector) {
-                           return vector.param == &testing::kPoolsAndLayerNorm
-                                      ? "PoolsAndLayerNorm"
-                                      : "ResNetHead";
-                         });
+                         ::testing::Values(&testing::kPoolsAndLayerNorm, &testing::kResNetHead,
+                                           &testing::kViTClassToken, &testing::kViTMeanTokens),
+                         [](const auto& vector) { return vector_names().at(vector.param); });
 
 TEST(LayerModelNames, FlaxNamesAndMlpNamesBothRoundTripThroughTensors) {
   NamedTensors flax, mlp;
