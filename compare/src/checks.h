@@ -61,6 +61,9 @@ struct Findings {
   // recorded tensors (usually 0) all matched.
   std::optional<bool> first_grads_match;
   std::optional<bool> first_params_match;
+  // The oracle judged the recorded tensors and found none of A's beyond its band: A's tensors
+  // differ from B's by rounding, even where they missed the tolerance at the first step.
+  bool oracle_vouches_for_tensors = false;
   std::optional<int64_t> first_tensor_mismatch;  // gradients, parameters or model state
   std::vector<ReplicaDivergence> divergences;    // at most one per run
   std::optional<int64_t> first_sample_mismatch;
@@ -89,8 +92,22 @@ Check check_replicas(const TensorScan& scan, Findings& findings);
 Check check_data(const RunPair& runs, Findings& findings);
 Check check_rng();
 // `dtype_tolerance`: the runs' default loss tolerance, the oracle's floor unless one is given.
+// The recorded tensors against the oracle's (tensor_oracle.cpp): how many tensors and how many
+// groups (grads, params, batch_stats at a step) were judged, and, one line each, the groups
+// whose worst tensor of A is further from the oracle than factor x B's worst.
+struct TensorOracleJudgement {
+  size_t judged = 0;
+  size_t groups = 0;
+  std::vector<std::string> beyond;
+};
+TensorOracleJudgement judge_tensors_against_oracle(const RunDir& a, const RunDir& b,
+                                                   const RunDir& oracle,
+                                                   const Tolerance& tolerance, double factor);
+
+// `tensors`: the judgement of the recorded tensors, when the oracle recorded some.
 Check check_oracle(const RunPair& runs, const CompareOptions& options,
-                   const Tolerance& dtype_tolerance);
+                   const Tolerance& dtype_tolerance,
+                   const std::optional<TensorOracleJudgement>& tensors);
 // Global batch / steady step median; nullopt without timings or a case to read the batch from.
 std::optional<double> samples_per_second(const RunDir& run);
 Check check_throughput(const RunPair& runs, const CompareOptions& options);

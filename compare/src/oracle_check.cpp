@@ -48,7 +48,8 @@ int precision_bits(const std::string& dtype) {
 }  // namespace
 
 Check check_oracle(const RunPair& runs, const CompareOptions& options,
-                   const Tolerance& dtype_tolerance) {
+                   const Tolerance& dtype_tolerance,
+                   const std::optional<TensorOracleJudgement>& tensors) {
   Check check;
   check.id = "oracle";
   check.title = "Oracle";
@@ -101,14 +102,26 @@ Check check_oracle(const RunPair& runs, const CompareOptions& options,
                    {"max_loss_error_b", error_b, ""},
                    {"floor", floor, ""},
                    {"allowed_error_a", allowed, ""}};
-  const bool pass = error_a <= allowed;  // false for NaN
-  check.status = pass ? CheckStatus::kPass : CheckStatus::kFail;
+  const bool losses_pass = error_a <= allowed;  // false for NaN
+  const bool tensors_pass = !tensors || tensors->beyond.empty();
+  check.status = losses_pass && tensors_pass ? CheckStatus::kPass : CheckStatus::kFail;
   check.summary = fmt::format(
       "Largest loss error against the oracle ({} {}, {} steps): A {}, B {}; A may reach {} x B + "
       "{} = {}.",
       oracle_info.producer, oracle_info.dtype, steps, format_number(error_a),
       format_number(error_b), format_number(options.oracle_factor), format_number(floor),
       format_number(allowed));
+  if (tensors && tensors->judged > 0) {
+    check.figures.push_back({"tensors_judged", static_cast<double>(tensors->judged), ""});
+    check.figures.push_back(
+        {"groups_beyond_oracle_band", static_cast<double>(tensors->beyond.size()), ""});
+    check.summary += fmt::format(
+        " Recorded tensors ({} judged): at {} of {} group-steps A's worst tensor is further from "
+        "the oracle than {} x B's worst.",
+        tensors->judged, tensors->beyond.size(), tensors->groups,
+        format_number(options.oracle_factor));
+    check.details = tensors->beyond;
+  }
   return check;
 }
 

@@ -238,6 +238,30 @@ TEST(CompareRuns, OracleMeasuresEachRunsErrorAgainstAThirdRun) {
   EXPECT_EQ(figure(failed, "allowed_error_a"), 0);
 }
 
+// The oracle judges the tensors all three runs recorded, as it judges losses: at each step, the
+// worst of A's gradients (parameters) may be at most 2 x as far from the oracle's as B's worst.
+TEST(CompareRuns, OracleJudgesEveryRecordedTensorAgainstTheReferencesDistance) {
+  const RunDir pmap = read_run_dir(testing::pmap_run());
+  const RunDir ddp = read_run_dir(testing::ddp_run());
+  RunDir ddp_oracle = ddp;
+  ddp_oracle.info.dtype = "f64";
+  CompareOptions options;
+  options.oracle = &ddp_oracle;
+  // B is the oracle (distance 0): A's f32 rounding stays within rtol of it.
+  const Check close = find_check(compare_runs(pmap, ddp, options), "oracle");
+  // 2 gradients and 2 parameters of each of the 2 layers, at steps 0, 3 and 9.
+  EXPECT_EQ(figure(close, "tensors_judged"), 24);
+  EXPECT_EQ(figure(close, "groups_beyond_oracle_band"), 0) << all_details(close);
+
+  // Gradients summed over 8 devices (P2) are 8 x the oracle's: every gradient is beyond the band.
+  const RunDir psum = read_run_dir(testing::psum_run());
+  const Check far = find_check(compare_runs(psum, ddp, options), "oracle");
+  EXPECT_EQ(far.status, CheckStatus::kFail);
+  // The gradients at steps 0, 3 and 9.
+  EXPECT_GE(figure(far, "groups_beyond_oracle_band"), 3);
+  EXPECT_THAT(all_details(far), HasSubstr("step 0 grads: A's worst tensor"));
+}
+
 TEST(CompareRuns, Float64OracleTrainsTheSameStepsInDoublePrecision) {
   const RunDir oracle = read_run_dir(testing::float64_run());
   const RunDir pmap = read_run_dir(testing::pmap_run());
@@ -288,9 +312,9 @@ TEST(CompareRuns, OracleAcceptsRoundingBeyondTheToleranceAsFloatNoise) {
 }
 
 // Adam divides the first moment by the root of the second, so gradients 8x larger give nearly
-// the same updates (only eps is not scaled): the psum run's losses stay near the oracle's and
-// the oracle check passes. The gradients are still 8x at the first step, which no rounding
-// explains, so the oracle excuses nothing.
+// the same updates (only eps is not scaled): the psum run's losses stay near the oracle's. The
+// gradients are still 8x the oracle's, which no rounding explains: the oracle's tensor judgement
+// fails, and it excuses nothing.
 TEST(CompareRuns, OracleDoesNotExcuseSummedGradients) {
   const RunDir psum = read_run_dir(testing::psum_run());
   const RunDir ddp = read_run_dir(testing::ddp_run());
@@ -298,7 +322,11 @@ TEST(CompareRuns, OracleDoesNotExcuseSummedGradients) {
   CompareOptions options;
   options.oracle = &oracle;
   const ComparisonResult result = compare_runs(psum, ddp, options);
-  EXPECT_EQ(find_check(result, "oracle").status, CheckStatus::kPass);
+  // The losses stay within the oracle's band; the recorded gradients, 8 x the oracle's, do not.
+  const Check& oracle_check = find_check(result, "oracle");
+  EXPECT_EQ(oracle_check.status, CheckStatus::kFail);
+  EXPECT_LE(figure(oracle_check, "max_loss_error_a"), figure(oracle_check, "allowed_error_a"));
+  EXPECT_GT(figure(oracle_check, "groups_beyond_oracle_band"), 0);
   EXPECT_EQ(find_check(result, "gradients").status, CheckStatus::kFail);
   EXPECT_EQ(result.verdict, Verdict::kNotEquivalent);
   ASSERT_FALSE(result.diagnoses.empty());
@@ -310,7 +338,10 @@ TEST(CompareRuns, OracleDoesNotExcuseSummedGradients) {
 TEST(CompareRuns, OracleDoesNotExcuseADifferentFirstUpdate) {
   const RunDir eps_inside = read_run_dir(testing::eps_inside_sqrt_run());
   const RunDir ddp = read_run_dir(testing::ddp_run());
-  const RunDir oracle = read_run_dir(testing::float64_run());
+  // An oracle of losses alone (its tensors not read): it cannot tell rounding from a different
+  // update, so the first-update guard decides.
+  RunDir oracle = read_run_dir(testing::float64_run());
+  oracle.tensor_steps.clear();
   CompareOptions options;
   options.oracle = &oracle;
   options.oracle_factor = 1e9;  // the oracle passes, so the first-update guard is what decides
@@ -320,6 +351,21 @@ TEST(CompareRuns, OracleDoesNotExcuseADifferentFirstUpdate) {
   EXPECT_EQ(find_check(result, "parameters").status, CheckStatus::kFail);
   ASSERT_FALSE(result.diagnoses.empty());
   EXPECT_EQ(result.diagnoses.front().title, "Different optimizer semantics");
+}
+
+// The same runs with the oracle's tensors read: A's parameters after the first update are far
+// further from the f64 ones than B's rounding, so the oracle itself fails.
+TEST(CompareRuns, OracleJudgingTensorsFindsADifferentFirstUpdate) {
+  const RunDir eps_inside = read_run_dir(testing::eps_inside_sqrt_run());
+  const RunDir ddp = read_run_dir(testing::ddp_run());
+  const RunDir oracle = read_run_dir(testing::float64_run());
+  CompareOptions options;
+  options.oracle = &oracle;
+  const ComparisonResult result = compare_runs(eps_inside, ddp, options);
+  const Check& oracle_check = find_check(result, "oracle");
+  EXPECT_EQ(oracle_check.status, CheckStatus::kFail);
+  EXPECT_THAT(all_details(oracle_check), HasSubstr("step 0 params: A's worst tensor"));
+  EXPECT_EQ(result.verdict, Verdict::kNotEquivalent) << result.headline;
 }
 
 TEST(CompareRuns, OracleOfAnotherCaseIsRefusedNamingItsRunJson) {

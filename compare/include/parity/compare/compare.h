@@ -14,7 +14,8 @@
 //   replicas     every replica of a run holds bit-identical parameters (digests)
 //   data         the same global sample ids per step (digests)
 //   rng          not recorded by any producer yet
-//   oracle       each run's error against a third, more precise run, when one is given
+//   oracle       each run's error against a third, more precise run, when one is given:
+//                the losses, and every tensor all three recorded (tensor_oracle.cpp)
 //   throughput   steady-state samples/s and step times (informational)
 //   memory       peak bytes per replica (informational)
 //
