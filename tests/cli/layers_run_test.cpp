@@ -1,7 +1,7 @@
 // `parity run` on the layers cases (issue 16's acceptance), quick variants: cnn-fmnist's ResNet
 // trained by the engine on 8 devices and by ddp_ref on 8 ranks from one flax-initialised file,
 // judged equivalent on every loss, the gradients, the parameters and the BatchNorm running
-// statistics, with the f64 oracle; vit-fmnist refused by ddp_ref before anything trains, naming the first layer it
+// statistics, with the f64 oracle the case asks for; vit-fmnist refused by ddp_ref before anything trains, naming the first layer it
 // cannot build.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -26,15 +26,16 @@ const std::string kParity = PARITY_EXECUTABLE;
 // The f32 runs do not agree element for element on every gradient: a BatchNorm's scale and bias
 // gradients are sums over the batch of nearly cancelling terms, which f32 gets to a relative
 // 1e-3 to 1e-2 whatever the order (measured at step 0: both producers 0.5-0.8% from the f64
-// engine on Residual_0/BatchNorm_0/scale). The oracle judges the recorded tensors: at each step,
-// A's worst distance from the f64 run must stay within twice B's.
+// engine on Residual_0/BatchNorm_0/scale). The case asks for the oracle (compare.oracle), which
+// judges the recorded tensors: at each step, A's worst distance from the f64 run must stay
+// within twice B's.
 TEST(CliRunLayers, CnnFmnistEngineAndDdpAreEquivalentBatchNormStatisticsIncluded) {
   testing::TempDir out;
   // 3 steps of 8 replicas x 8 samples: BatchNorm over 8 x 28 x 28 values per channel on each
   // replica, statistics recorded after the first and the last step.
   const auto run = run_command(
       fmt::format("{} run cnn-fmnist --set train.steps=3 --set data.per_replica_batch=8 "
-                  "--set 'train.record_steps=[0, 2]' --oracle --out {}",
+                  "--set 'train.record_steps=[0, 2]' --out {}",
                   kParity, shell_quote(out.path().string())),
       900);
   ASSERT_EQ(run.exit_code, 0) << run.output;
