@@ -58,13 +58,6 @@ std::vector<CaseSpec> list_cases() {
   return cases;
 }
 
-void require_widths_model(const CaseSpec& spec, const std::string& what) {
-  if (spec.model.layers.empty()) return;
-  throw InputError("case " + spec.name + ": its model is given as layers, which " + what +
-                   " cannot train yet (layer graphs are being built: docs/model-layers.md); "
-                   "give the model as widths = [...] for now");
-}
-
 std::string CaseSpec::hash() const { return Fnv1a64().update(training_toml()).hex(); }
 
 std::string CaseSpec::to_toml() const {

@@ -166,15 +166,6 @@ TEST(ModelLayers, AWidthsCaseWritesNeitherInputNorLayersSoItsHashIsUnchanged) {
   EXPECT_THAT(spec.to_toml(), ::testing::Not(HasSubstr("input")));
 }
 
-TEST(ModelLayers, ProducersRefuseALayersModelUntilTheyTrainOne) {
-  LayersCase dir;
-  const CaseSpec spec = load_case(dir.write());
-  EXPECT_THAT([&] { require_widths_model(spec, "the engine trainer"); },
-              ::testing::ThrowsMessage<InputError>(HasSubstr(
-                  "its model is given as layers, which the engine trainer cannot train yet")));
-  EXPECT_NO_THROW(require_widths_model(load_case("mlp2-fmnist"), "the engine trainer"));
-}
-
 struct BadLayers {
   std::string name;
   std::string input;

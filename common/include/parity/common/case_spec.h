@@ -133,11 +133,6 @@ std::filesystem::path cases_dir();
 CaseSpec load_case(const std::string& name_or_path,
                    const std::vector<std::string>& overrides = {});
 
-// InputError for a model given as layers, naming `what` would have used it: the case file reads
-// and checks layer lists (docs/model-layers.md), but the producers and the init files train
-// widths models only until the layer graphs land in both.
-void require_widths_model(const CaseSpec& spec, const std::string& what);
-
 // Every case in cases_dir(), sorted by name.
 std::vector<CaseSpec> list_cases();
 
