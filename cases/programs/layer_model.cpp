@@ -28,6 +28,7 @@
 
 #include "mlp_program.h"
 #include "parity/common/error.h"
+#include "parity/common/layer_search.h"
 #include "parity/common/model_layers.h"
 #include "pmap_engine/linen.h"
 #include "pmap_engine/ops.h"
@@ -191,18 +192,16 @@ class LayerApplier {
   bool train_;
 };
 
-void require_no_dropout(const CaseSpec& spec, const std::vector<LayerSpec>& layers) {
-  for (const LayerSpec& layer : layers) {
-    if ((layer.kind == "dropout" || layer.kind == "attention") && layer.rate > 0) {
-      throw InputError(fmt::format(
-          "case {}: model.layers: dropout at {} has rate {}; the engine's layer model does not "
-          "thread a dropout key through the train step yet (nn.Dropout draws bernoulli(key, "
-          "1 - rate)), so it trains rate = 0 only: set rate = 0",
-          spec.name, layer.origin, layer.rate));
-    }
-    require_no_dropout(spec, layer.layers);
-    require_no_dropout(spec, layer.projection);
-  }
+void require_no_dropout(const CaseSpec& spec) {
+  const LayerSpec* layer = find_layer(spec.model.layers, [](const LayerSpec& candidate) {
+    return (candidate.kind == "dropout" || candidate.kind == "attention") && candidate.rate > 0;
+  });
+  if (layer == nullptr) return;
+  throw InputError(fmt::format(
+      "case {}: model.layers: {} at {} has rate {}; the engine's layer model does not thread a "
+      "dropout key through the train step yet (nn.Dropout draws bernoulli(key, 1 - rate)), so "
+      "it trains rate = 0 only: set rate = 0",
+      spec.name, layer->kind, layer->origin, layer->rate));
 }
 
 }  // namespace
@@ -239,7 +238,7 @@ pe::TreeFunction layer_model_loss(const ModelSpec& model) {
 }
 
 void require_trainable_layers(const CaseSpec& spec) {
-  require_no_dropout(spec, spec.model.layers);
+  require_no_dropout(spec);
   if (spec.train.dtype != "f32") {
     throw InputError(fmt::format(
         "case {}: train.dtype = \"{}\": the engine's layer model trains in f32 only (mixed "

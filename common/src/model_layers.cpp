@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "parity/common/error.h"
+#include "parity/common/layer_search.h"
 
 namespace parity {
 namespace {
@@ -260,6 +261,17 @@ std::string ModuleNamer::next(const std::string& kind) {
 const LayerKind* find_layer_kind(const std::string& name) {
   for (const LayerKind& kind : layer_kinds()) {
     if (kind.name == name) return &kind;
+  }
+  return nullptr;
+}
+
+const LayerSpec* find_layer(const std::vector<LayerSpec>& layers,
+                            const std::function<bool(const LayerSpec&)>& matches) {
+  for (const LayerSpec& layer : layers) {
+    if (matches(layer)) return &layer;
+    for (const auto* nested : {&layer.layers, &layer.projection}) {
+      if (const LayerSpec* found = find_layer(*nested, matches)) return found;
+    }
   }
   return nullptr;
 }

@@ -4,11 +4,11 @@
 
 #include <array>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <set>
 
 #include "parity/common/error.h"
+#include "parity/common/layer_search.h"
 
 namespace parity::ddp_ref {
 namespace {
@@ -71,18 +71,6 @@ template <typename Layers>
 torch::Tensor run_layers(const Layers& layers, torch::Tensor x) {
   for (const auto& layer : layers) x = layer(x);
   return x;
-}
-
-// The first layer, residual branches and projections included, that `matches`; null if none.
-const LayerSpec* find_layer(const std::vector<LayerSpec>& layers,
-                            const std::function<bool(const LayerSpec&)>& matches) {
-  for (const LayerSpec& layer : layers) {
-    if (matches(layer)) return &layer;
-    for (const auto* nested : {&layer.layers, &layer.projection}) {
-      if (const LayerSpec* found = find_layer(*nested, matches)) return found;
-    }
-  }
-  return nullptr;
 }
 
 }  // namespace
