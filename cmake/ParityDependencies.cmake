@@ -15,6 +15,8 @@ parity_find_package(tomlplusplus libtomlplusplus-dev)
 parity_find_package(CLI11 libcli11-dev)
 parity_find_package(fmt libfmt-dev)
 parity_find_package(ZLIB zlib1g-dev)
+# Header-only: Boost.Math's Student t for the equivalence test over seeds.
+parity_find_package(Boost libboost-math-dev CONFIG)
 # libzip through pkg-config: Debian 12's libzip CMake config names command-line tools
 # (/usr/bin/zipcmp, ...) that libzip-dev does not install, and fails when they are absent.
 find_package(PkgConfig QUIET)

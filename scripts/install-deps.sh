@@ -16,6 +16,7 @@ packages=(
   zlib1g-dev                                # gzip'd IDX files of Fashion-MNIST
   libzip-dev                                # .npz archives (zip, stored or deflated) of tensors
   nettle-dev                                # SHA-1, with which Flax derives each parameter's key
+  libboost-math-dev                         # Student's t for the equivalence test over seeds
   python3-torch python3-numpy               # real PyTorch DDP runs through interop/python's helper
   libgtest-dev libgmock-dev                 # tests
   libbenchmark-dev                          # bench/
