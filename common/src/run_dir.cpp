@@ -15,11 +15,7 @@
 //                  a killed producer leaves at most one truncated last line.
 //   tensors/       step_NNNNNN.safetensors (write_safetensors, itself atomic).
 //
-// Non-finite numbers. JSON has no NaN or infinity (nlohmann would write them as null, losing
-// which one it was), yet a diverging run is exactly what the harness must see. Every double in
-// both files is therefore written as a JSON number when finite and as one of the strings "NaN",
-// "Infinity", "-Infinity" otherwise (the spellings of JavaScript and Python's json module), and
-// the reader accepts either form wherever a number is expected.
+// Non-finite numbers are written as the strings "NaN", "Infinity", "-Infinity" (json_fields.h).
 #include "parity/common/run_dir.h"
 
 #include <fmt/format.h>
@@ -37,222 +33,19 @@
 #include <utility>
 
 #include "parity/common/error.h"
+#include "json_fields.h"
+#include "parity/common/rng_streams.h"
 #include "parity/common/tensor_file.h"
 
 namespace parity {
 namespace {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::ordered_json;  // keeps keys in the order written, for people reading files
 
 constexpr const char* kRunFormat = "parity-run";
 constexpr const char* kRunJson = "run.json";
 constexpr const char* kMetricsJsonl = "metrics.jsonl";
 constexpr const char* kTensorsDir = "tensors";
-
-// ---------------------------------------------------------------------------------------------
-// Non-finite doubles (see the file comment).
-
-Json number_to_json(double value) {
-  if (std::isnan(value)) return "NaN";
-  if (std::isinf(value)) return value > 0 ? "Infinity" : "-Infinity";
-  return value;
-}
-
-std::optional<double> number_from_json(const Json& value) {
-  if (value.is_number()) return value.get<double>();
-  if (!value.is_string()) return std::nullopt;
-  const auto& text = value.get_ref<const std::string&>();
-  if (text == "NaN") return std::numeric_limits<double>::quiet_NaN();
-  if (text == "Infinity") return std::numeric_limits<double>::infinity();
-  if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
-  return std::nullopt;
-}
-
-Json numbers_to_json(const std::vector<double>& values) {
-  Json array = Json::array();
-  for (double value : values) array.push_back(number_to_json(value));
-  return array;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Typed field access with errors that name the file (and line) and the key path.
-
-std::string describe_json(const Json& value) {
-  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return std::string(value.type_name()) + " " + text;
-}
-
-class ObjectReader {
- public:
-  // `where` names the file (and line); `prefix` is the key path of `object` ("" at the top).
-  ObjectReader(const Json& object, std::string where, std::string prefix = "")
-      : object_(object), where_(std::move(where)), prefix_(std::move(prefix)) {}
-
-  const Json& field(const std::string& key) const {
-    const auto found = object_.find(key);
-    if (found == object_.end()) {
-      throw InputError(where_ + ": missing key \"" + path(key) + "\"");
-    }
-    return *found;
-  }
-
-  bool has(const std::string& key) const { return object_.contains(key); }
-
-  std::string string(const std::string& key) const {
-    const Json& value = field(key);
-    if (!value.is_string()) fail_type(key, "a string", value);
-    return value.get<std::string>();
-  }
-
-  int64_t integer(const std::string& key) const {
-    const Json& value = field(key);
-    if (!value.is_number_integer() ||
-        (value.is_number_unsigned() &&
-         value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
-      fail_type(key, "an integer", value);
-    }
-    return value.get<int64_t>();
-  }
-
-  uint64_t unsigned_integer(const std::string& key) const {
-    const Json& value = field(key);
-    if (!value.is_number_unsigned()) fail_type(key, "a non-negative integer", value);
-    return value.get<uint64_t>();
-  }
-
-  double number(const std::string& key) const {
-    const Json& value = field(key);
-    const std::optional<double> number = number_from_json(value);
-    if (!number) fail_type(key, kNumberExpectation, value);
-    return *number;
-  }
-
-  std::vector<double> numbers(const std::string& key) const {
-    std::vector<double> values;
-    for (const Json& element : array(key)) {
-      const std::optional<double> number = number_from_json(element);
-      if (!number)
-        fail_type(key + "[" + std::to_string(values.size()) + "]", kNumberExpectation, element);
-      values.push_back(*number);
-    }
-    return values;
-  }
-
-  std::vector<int64_t> integers(const std::string& key) const {
-    std::vector<int64_t> values;
-    for (const Json& element : array(key)) {
-      if (!element.is_number_integer()) {
-        fail_type(key + "[" + std::to_string(values.size()) + "]", "an integer", element);
-      }
-      values.push_back(element.get<int64_t>());
-    }
-    return values;
-  }
-
-  std::vector<std::string> strings(const std::string& key) const {
-    std::vector<std::string> values;
-    for (const Json& element : array(key)) {
-      if (!element.is_string()) {
-        fail_type(key + "[" + std::to_string(values.size()) + "]", "a string", element);
-      }
-      values.push_back(element.get<std::string>());
-    }
-    return values;
-  }
-
-  ObjectReader object(const std::string& key) const {
-    const Json& value = field(key);
-    if (!value.is_object()) fail_type(key, "an object", value);
-    return ObjectReader(value, where_, path(key) + ".");
-  }
-
-  std::map<std::string, std::string> string_map(const std::string& key) const {
-    const ObjectReader map_reader = object(key);
-    std::map<std::string, std::string> values;
-    for (const auto& item : map_reader.object_.items())
-      values[item.key()] = map_reader.string(item.key());
-    return values;
-  }
-
-  std::map<std::string, double> number_map(const std::string& key) const {
-    const ObjectReader map_reader = object(key);
-    std::map<std::string, double> values;
-    for (const auto& item : map_reader.object_.items())
-      values[item.key()] = map_reader.number(item.key());
-    return values;
-  }
-
- private:
-  static constexpr const char* kNumberExpectation =
-      "a number (or \"NaN\", \"Infinity\", \"-Infinity\")";
-
-  std::string path(const std::string& key) const { return prefix_ + key; }
-
-  const Json& array(const std::string& key) const {
-    const Json& value = field(key);
-    if (!value.is_array()) fail_type(key, "an array", value);
-    return value;
-  }
-
-  [[noreturn]] void fail_type(const std::string& key, const char* expected,
-                              const Json& found) const {
-    throw InputError(where_ + ": key \"" + path(key) + "\": expected " + expected + ", found " +
-                     describe_json(found));
-  }
-
-  const Json& object_;
-  std::string where_;
-  std::string prefix_;
-};
-
-// ---------------------------------------------------------------------------------------------
-// Files.
-
-std::string read_text_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot open " + path.string() + ": " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError("cannot read " + path.string());
-  return text.str();
-}
-
-// nlohmann's message without its "[json.exception.parse_error.101] parse error at ...: " prefix.
-std::string parse_error_detail(const nlohmann::json::parse_error& error) {
-  const std::string what = error.what();
-  const size_t colon = what.find(": ");
-  return colon == std::string::npos ? what : what.substr(colon + 2);
-}
-
-// nlohmann's message without its "[json.exception.out_of_range.406] " prefix. parse() throws
-// out_of_range for a number beyond a double's range ("1e309"), with no position.
-std::string out_of_range_detail(const nlohmann::json::out_of_range& error) {
-  const std::string what = error.what();
-  const size_t end = what.find("] ");
-  return end == std::string::npos ? what : what.substr(end + 2);
-}
-
-struct TextPosition {
-  size_t line = 1;    // 1-based
-  size_t column = 1;  // 1-based
-};
-
-// `byte` is nlohmann's parse_error::byte: the 1-based index of the character it stopped at.
-TextPosition position_of_byte(const std::string& text, size_t byte) {
-  TextPosition position;
-  const size_t end = std::min(byte == 0 ? 0 : byte - 1, text.size());
-  for (size_t i = 0; i < end; ++i) {
-    if (text[i] == '\n') {
-      ++position.line;
-      position.column = 1;
-    } else {
-      ++position.column;
-    }
-  }
-  return position;
-}
 
 
 // ---------------------------------------------------------------------------------------------
@@ -427,71 +220,28 @@ StepMetrics step_metrics_from_json(const Json& line, const std::string& where) {
   return metrics;
 }
 
-// One line of metrics.jsonl, parsed; `is_last_unterminated` marks a final line without '\n',
-// which is what a producer killed mid-write leaves behind.
-StepMetrics parse_metrics_line(const std::string& text, const std::string& file, size_t line_number,
-                               bool is_last_unterminated) {
-  const std::string where = file + " line " + std::to_string(line_number);
-  Json line;
-  try {
-    line = Json::parse(text);
-  } catch (const nlohmann::json::parse_error& error) {
-    if (is_last_unterminated) {
-      throw InputError(where + ": truncated last line (no newline and not complete JSON); the " +
-                       "producer was probably killed while writing it. Rerun it, or delete the " +
-                       "line to read the steps before it");
-    }
-    const TextPosition position = position_of_byte(text, error.byte);
-    throw InputError(where + ", column " + std::to_string(position.column) +
-                     ": not valid JSON: " + parse_error_detail(error));
-  } catch (const nlohmann::json::out_of_range& error) {
-    throw InputError(where + ": not valid JSON: " + out_of_range_detail(error));
-  }
-  return step_metrics_from_json(line, where);
-}
-
-bool is_blank(const std::string& text) {
-  return std::all_of(text.begin(), text.end(),
-                     [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
-}
-
 // `being_written`: run.json says "running", so an unterminated last line is the step its producer
 // is writing at this moment, not damage; it is left out and the steps before it are read.
 std::vector<StepMetrics> read_metrics(const fs::path& path, int64_t replicas, bool being_written) {
-  if (!fs::exists(path)) {
-    throw InputError("not a complete run directory: " + path.string() + " is missing");
-  }
-  const std::string text = read_text_file(path);
-  const std::string file = path.string();
   std::vector<StepMetrics> steps;
-  size_t line_start = 0;
-  for (size_t line_number = 1; line_start < text.size(); ++line_number) {
-    const size_t newline = text.find('\n', line_start);
-    const bool unterminated = newline == std::string::npos;
-    const size_t line_end = unterminated ? text.size() : newline;
-    const std::string line = text.substr(line_start, line_end - line_start);
-    line_start = line_end + 1;
-    if (is_blank(line) || (unterminated && being_written)) continue;
-
-    StepMetrics metrics = parse_metrics_line(line, file, line_number, unterminated);
+  for_each_json_line(path, being_written, [&](const Json& line, const std::string& where) {
+    StepMetrics metrics = step_metrics_from_json(line, where);
     // Fewer is legitimate: a run resumed on fewer devices (case S10) logs the devices left.
     if (static_cast<int64_t>(metrics.replica_losses.size()) > replicas) {
-      throw InputError(fmt::format("{} line {}: \"replica_losses\" has {} values but run.json "
-                                   "says {} replicas; at most one loss per replica",
-                                   file, line_number, metrics.replica_losses.size(), replicas));
+      throw InputError(fmt::format("{}: \"replica_losses\" has {} values but run.json says {} "
+                                   "replicas; at most one loss per replica",
+                                   where, metrics.replica_losses.size(), replicas));
     }
     if (metrics.step < 0) {
-      throw InputError(file + " line " + std::to_string(line_number) + ": step " +
-                       std::to_string(metrics.step) + " is negative");
+      throw InputError(where + ": step " + std::to_string(metrics.step) + " is negative");
     }
     if (!steps.empty() && metrics.step <= steps.back().step) {
-      throw InputError(file + " line " + std::to_string(line_number) + ": step " +
-                       std::to_string(metrics.step) +
+      throw InputError(where + ": step " + std::to_string(metrics.step) +
                        " does not increase (the line before has step " +
                        std::to_string(steps.back().step) + "); steps must be strictly increasing");
     }
     steps.push_back(std::move(metrics));
-  }
+  });
   return steps;
 }
 
@@ -564,7 +314,8 @@ RunDirWriter::RunDirWriter(std::filesystem::path dir, RunInfo info, bool overwri
     // The old run's steps and tensors must not mix with the new ones; run.json is replaced below.
     std::error_code error;
     fs::remove(dir_ / kMetricsJsonl, error);
-    fs::remove_all(dir_ / kTensorsDir, error);
+    if (!error) fs::remove(rng_streams_path(dir_), error);
+    if (!error) fs::remove_all(dir_ / kTensorsDir, error);
     if (error) {
       throw InputError("cannot clear the old run in " + dir_.string() + ": " + error.message());
     }
@@ -613,6 +364,23 @@ void RunDirWriter::append_step(const StepMetrics& metrics) {
   if (!metrics_) {
     throw RunError("writing step " + std::to_string(metrics.step) + " to " +
                    (dir_ / kMetricsJsonl).string() + " failed: " + std::strerror(errno));
+  }
+}
+
+void RunDirWriter::append_rng_draws(const std::vector<MaskDraw>& draws) {
+  if (draws.empty()) return;
+  const fs::path path = rng_streams_path(dir_);
+  if (!rng_.is_open()) {
+    rng_.open(path, std::ios::binary | std::ios::trunc);
+    if (!rng_) throw RunError("cannot create " + path.string() + ": " + std::strerror(errno));
+  }
+  std::string lines;
+  for (const MaskDraw& draw : draws) lines += mask_draw_to_json_line(draw) + '\n';
+  rng_ << lines;
+  rng_.flush();
+  if (!rng_) {
+    throw RunError("writing step " + std::to_string(draws.front().step) + "'s RNG streams to " +
+                   path.string() + " failed: " + std::strerror(errno));
   }
 }
 
@@ -672,24 +440,16 @@ RunDir read_run_dir(const std::filesystem::path& dir) {
   if (!fs::is_regular_file(run_json)) {
     throw InputError("not a run directory: no run.json in " + dir.string());
   }
-  const std::string text = read_text_file(run_json);
-  Json document;
-  try {
-    document = Json::parse(text);
-  } catch (const nlohmann::json::parse_error& error) {
-    const TextPosition position = position_of_byte(text, error.byte);
-    throw InputError(run_json.string() + " line " + std::to_string(position.line) + ", column " +
-                     std::to_string(position.column) +
-                     ": not valid JSON: " + parse_error_detail(error));
-  } catch (const nlohmann::json::out_of_range& error) {
-    throw InputError(run_json.string() + ": not valid JSON: " + out_of_range_detail(error));
-  }
+  const Json document = parse_json_document(read_text_file(run_json), run_json.string());
 
   RunDir run;
   run.dir = dir;
   run.info = run_info_from_json(document, run_json.string());
   run.steps = read_metrics(dir / kMetricsJsonl, run.info.replicas, run.info.status == "running");
   run.tensor_steps = list_tensor_steps(dir);
+  std::vector<int64_t> steps;
+  for (const StepMetrics& metrics : run.steps) steps.push_back(metrics.step);
+  run.rng = read_rng_streams(dir, run.info.replicas, steps, run.info.status == "running");
   demote_if_steps_missing(run);
   return run;
 }

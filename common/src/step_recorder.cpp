@@ -59,6 +59,7 @@ void StepRecorder::record_step(const StepRecord& record) const {
   metrics.samples_digest = digest_sample_ids(record.global_sample_ids);
   metrics.samples_set_digest = digest_sample_set(record.global_sample_ids);
   metrics.duplicate_samples = count_duplicates(record.global_sample_ids);
+  writer_->append_rng_draws(record.rng_draws);
   writer_->append_step(metrics);
 }
 

@@ -3,6 +3,7 @@
 //   run.json        RunInfo, schema versioned, rewritten atomically at start and at the end
 //   metrics.jsonl   one StepMetrics object per line, appended and flushed every step
 //   tensors/        step_NNNNNN.safetensors at the case's record steps
+//   rng.jsonl       the dropout masks' RNG streams, when the model has dropout (rng_streams.h)
 // A run that did not finish keeps status "running" (the producer died) or "incomplete" (it
 // failed and said why); readers never pass either off as complete.
 #pragma once
@@ -20,6 +21,7 @@
 #include "parity/common/case_spec.h"
 #include "parity/common/directory_lock.h"
 #include "parity/common/host_tensor.h"
+#include "parity/common/rng_streams.h"
 #include "parity/common/termination.h"
 
 namespace parity {
@@ -98,6 +100,9 @@ class RunDirWriter {
   RunInfo& info() { return info_; }
 
   void append_step(const StepMetrics& metrics);  // one line, flushed
+  // A step's lines of rng.jsonl (created by the first call), flushed; written before the step's
+  // metrics line, so a step in metrics.jsonl has its streams.
+  void append_rng_draws(const std::vector<MaskDraw>& draws);
   void write_tensors(int64_t step, const NamedTensors& tensors);
   void finish();                                  // status "complete"
   void mark_incomplete(const std::string& why);   // status "incomplete", failure = why
@@ -109,6 +114,7 @@ class RunDirWriter {
   std::unique_ptr<DirectoryLock> lock_;
   RunInfo info_;
   std::ofstream metrics_;
+  std::ofstream rng_;
   // run.json is written by the trainer and, on a stop signal, by the termination thread.
   mutable std::mutex run_json_mutex_;
   std::unique_ptr<TerminationAction> on_stop_;
@@ -119,6 +125,7 @@ struct RunDir {
   RunInfo info;
   std::vector<StepMetrics> steps;
   std::vector<int64_t> tensor_steps;  // steps with a tensors/step_NNNNNN.safetensors
+  std::vector<MaskDraw> rng;          // rng.jsonl, by step, site, replica; empty when none
 };
 
 // Reads and validates a run directory (schema version, required keys, types and ranges, step

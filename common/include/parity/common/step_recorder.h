@@ -24,6 +24,7 @@ struct StepRecord {
   double param_norm = 0;               // after the update
   double step_seconds = 0;
   std::vector<int64_t> global_sample_ids;  // the step's global batch, in the producer's order
+  std::vector<MaskDraw> rng_draws;  // every replica's dropout masks (none without dropout)
 };
 
 // At the end of a run.
@@ -48,7 +49,8 @@ class StepRecorder {
   // RunError naming the step and each replica whose loss is not finite (NaN, inf); the run
   // directory is then marked incomplete with the same words.
   void check_losses_finite(const StepRecord& record) const;
-  // The step's metrics line (the case's lr; digests of the global sample ids).
+  // The step's RNG streams (rng.jsonl), then its metrics line (the case's lr; digests of the
+  // global sample ids).
   void record_step(const StepRecord& record) const;
   // The step's tensors: grads/NAME, params/NAME, batch_stats/NAME (model state: BatchNorm's
   // running statistics, of the replica whose params are recorded; none for a model without
