@@ -76,6 +76,28 @@ struct Findings {
   };
   std::optional<DuplicateExcess> first_duplicate_excess;
   std::optional<NonFinite> first_non_finite;  // the earlier of both runs'
+  // RNG streams (rng_check.cpp): the first replicas of one run that drew identical masks, and
+  // the first mask a replica drew again at a later step. `keyed`: the run records jax.random
+  // keys (threefry), so the cause is a key; otherwise a generator's seed (torch).
+  struct SharedMasks {
+    char run = 'A';
+    int64_t step = 0;
+    std::string site;
+    std::vector<int64_t> replicas;
+    int64_t elements = 0;             // compared per pair (the recorded prefix)
+    double expected_agreement = 0;    // of independent draws
+    bool keyed = false;
+  };
+  std::optional<SharedMasks> shared_replica_masks;
+  struct RepeatedMask {
+    char run = 'A';
+    std::string site;
+    int64_t replica = 0;
+    int64_t step = 0;
+    int64_t first_step = 0;  // the step that drew it first
+    bool keyed = false;
+  };
+  std::optional<RepeatedMask> repeated_mask;
 };
 
 Check check_case(const RunPair& runs, const CompareOptions& options);
@@ -90,7 +112,7 @@ std::optional<Check> check_model_state(const TensorScan& scan, const Tolerance& 
                                        Findings& findings);
 Check check_replicas(const TensorScan& scan, Findings& findings);
 Check check_data(const RunPair& runs, Findings& findings);
-Check check_rng();
+Check check_rng(const RunPair& runs, Findings& findings);
 // `dtype_tolerance`: the runs' default loss tolerance, the oracle's floor unless one is given.
 // The recorded tensors against the oracle's (tensor_oracle.cpp): how many tensors and how many
 // groups (grads, params, batch_stats at a step) were judged, and, one line each, the groups

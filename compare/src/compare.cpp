@@ -206,7 +206,7 @@ ComparisonResult compare_runs(const RunDir& a, const RunDir& b, const CompareOpt
       check_parameters(scan, result.tensor_tolerance, findings),
       check_replicas(scan, findings),
       check_data(runs, findings),
-      check_rng(),
+      check_rng(runs, findings),
       check_oracle(runs, options, looser_of(dtype_tolerance(a), dtype_tolerance(b)),
                    oracle_tensors),
       check_throughput(runs, options),

@@ -9,6 +9,8 @@
 //   P8   devices fed the same samples                   one run repeats more samples within a
 //                                                        step, and the samples digests differ
 //   S6   different samples per step                     samples digests differ
+//   P5   one key on every device (R1: torch's seed)     replicas' dropout masks identical
+//   R2   a key reused across steps                      a replica's mask repeats at a site
 //   P4   replicas started different                     digests diverge, loss differs at step 0
 //   P11  replicas drifted apart                          digests diverge, step-0 loss agrees
 //   P9   an update between micro-batches                 grad_accum_steps > 1, loss and
@@ -128,6 +130,47 @@ std::optional<Diagnosis> data_rule(const Findings& findings) {
       "Give device d exactly the samples DDP rank d reads: a permutation seeded with seed + "
       "epoch, padded to a multiple of the world size, indices[d::world], batched per device; in "
       "multi-process runs shard by process index (P8)."};
+}
+
+// P5 (jax.random keys) or R1 (torch's generator): replicas drew identical dropout masks.
+std::optional<Diagnosis> shared_masks_rule(const Findings& findings) {
+  if (!findings.shared_replica_masks) return std::nullopt;
+  const Findings::SharedMasks& shared = *findings.shared_replica_masks;
+  const std::string evidence = fmt::format(
+      "run {}: at step {}, site {}, replicas {} drew identical dropout masks, agreeing on 100% "
+      "of {} elements where independent draws agree on {:.1f}% (rng.jsonl)",
+      shared.run, shared.step, shared.site, format_steps(shared.replicas, 8), shared.elements,
+      100 * shared.expected_agreement);
+  if (shared.keyed) {
+    return Diagnosis{
+        "P5", "Same PRNG key on every device", evidence,
+        "Give every device its own key inside the pmapped step: key = jax.random.fold_in(key, "
+        "jax.lax.axis_index('data')) (or pass jax.random.split(key, n) with in_axes=0), and fold "
+        "in the step as well (002 §2.1, §4.4)."};
+  }
+  return Diagnosis{
+      "R1", "torch.manual_seed(seed) on every rank", evidence,
+      "Seed each rank's generator differently, torch.manual_seed(seed + rank) (or a "
+      "torch.Generator per rank for dropout): with one seed every rank drops the same units "
+      "(transformers #31412, accelerate #114, timm #1519)."};
+}
+
+// R2: a replica drew a mask again at a later step.
+std::optional<Diagnosis> reused_stream_rule(const Findings& findings) {
+  if (!findings.repeated_mask) return std::nullopt;
+  const Findings::RepeatedMask& repeated = *findings.repeated_mask;
+  const std::string evidence = fmt::format(
+      "run {}: replica {} drew the same dropout mask at site {} in step {} as in step {} "
+      "(rng.jsonl digests)",
+      repeated.run, repeated.replica, repeated.site, repeated.step, repeated.first_step);
+  if (repeated.keyed) {
+    return Diagnosis{"R2", "PRNG key reused across steps", evidence,
+                     "Derive a fresh key every step: jax.random.fold_in(key, step), or split the "
+                     "carried key each step and keep the new half (002 §4.4)."};
+  }
+  return Diagnosis{"R2", "Generator re-seeded every step", evidence,
+                   "Seed the generator once before training, not inside the step loop: "
+                   "torch.manual_seed in the loop restarts the stream every step."};
 }
 
 std::optional<Diagnosis> replica_rule(const RunPair& runs, const Findings& findings) {
@@ -318,6 +361,10 @@ std::vector<Diagnosis> diagnose(const RunPair& runs, const Findings& findings) {
   if (add(summed_loss_rule(runs, findings))) return diagnoses;
   if (add(summed_gradients_rule(runs, findings))) return diagnoses;
   if (add(data_rule(findings))) return diagnoses;
+  // Masks drawn wrongly change every loss from the first step on, which the rules below would
+  // read as other causes.
+  const bool shared_masks = add(shared_masks_rule(findings));
+  if (add(reused_stream_rule(findings)) || shared_masks) return diagnoses;
   if (add(replica_rule(runs, findings))) return diagnoses;
   if (add(accumulation_rule(runs, findings))) return diagnoses;
   if (add(initial_parameters_rule(runs, findings))) return diagnoses;
