@@ -7,7 +7,9 @@
 //   global_avg_pool  jnp.mean(x, axis=(1, 2))
 //   flatten          x.reshape((x.shape[0], -1))
 //   activations      jax/_src/nn/functions.py  relu, silu, gelu; jnp.tanh
-//   dropout          flax/linen/stochastic.py  Dropout: the identity when deterministic
+//   dropout          flax/linen/stochastic.py  Dropout: the identity when deterministic or at
+//                                              rate 0; else keep = bernoulli(make_rng("dropout"),
+//                                              1 - rate, x.shape), select(keep, x / (1 - rate), 0)
 //   batch_norm       flax/linen/normalization.py BatchNorm (pmap_engine::linen)
 //   layer_norm       flax/linen/normalization.py LayerNorm (pmap_engine::linen)
 //   residual         a submodule returning shortcut(x) + branch(x)
@@ -27,11 +29,14 @@
 #include <vector>
 
 #include "mlp_program.h"
+#include "parity/common/dropout_streams.h"
 #include "parity/common/error.h"
+#include "parity/common/flax_rng.h"
 #include "parity/common/layer_search.h"
 #include "parity/common/model_layers.h"
 #include "pmap_engine/linen.h"
 #include "pmap_engine/ops.h"
+#include "pmap_engine/random_ops.h"
 
 namespace parity::cases {
 namespace {
@@ -52,13 +57,20 @@ pe::Array dense(const pe::Array& x, const pe::Tree& p, bool use_bias) {
   return use_bias ? y + p["bias"].leaf() : y;
 }
 
-// One module's variables: its "params" and "batch_stats" entries, and the updated statistics
-// it returns (the mutable collection).
+// One module's variables: its "params" and "batch_stats" entries, the updated statistics it
+// returns (the mutable collection), and its path from the top module (the make_rng suffix).
 struct Scope {
   const pe::Tree& params;
   const pe::Tree& batch_stats;
   std::map<std::string, pe::Tree> new_batch_stats;
+  std::vector<std::string> path;
 };
+
+std::string join_path(const std::vector<std::string>& path) {
+  std::string joined;
+  for (const std::string& name : path) joined += (joined.empty() ? "" : "/") + name;
+  return joined;
+}
 
 // The collection entry of a submodule that may have none (a residual without BatchNorm has no
 // "batch_stats").
@@ -71,7 +83,10 @@ const pe::Tree& entry_or_empty(const pe::Tree& collection, const std::string& na
 
 class LayerApplier {
  public:
-  explicit LayerApplier(bool train) : train_(train) {}
+  // `dropout_key`: the "dropout" rng (training only); `draws` collects each site's key and mask.
+  LayerApplier(bool train, const std::optional<pe::Array>& dropout_key,
+               std::map<std::string, pe::Tree>& draws)
+      : train_(train), dropout_key_(dropout_key), draws_(draws) {}
 
   pe::Array apply_all(const std::vector<LayerSpec>& layers, pe::Array x, Scope& scope,
                       ModuleNamer& namer) const {
@@ -106,13 +121,7 @@ class LayerApplier {
     if (kind == "tanh") return pe::tanh(x);
     if (kind == "silu") return pe::silu(x);
     if (kind == "gelu") return pe::gelu(x, layer.approximate);
-    if (kind == "dropout") {
-      if (train_ && layer.rate > 0) {
-        throw InternalError("dropout at " + layer.origin +
-                            " passed require_trainable_layers with a rate above 0");
-      }
-      return x;
-    }
+    if (kind == "dropout") return dropout(layer, x, scope, name);
     if (kind == "batch_norm") return batch_norm(layer, x, scope, name);
     if (kind == "layer_norm") {
       const pe::Tree& p = scope.params[name];
@@ -154,6 +163,26 @@ class LayerApplier {
     throw InternalError("layer kind '" + kind + "' passed case validation");
   }
 
+  // flax/linen/stochastic.py Dropout.__call__: the identity when deterministic or at rate 0;
+  // otherwise rng = self.make_rng("dropout") (the module's first call: count 1), mask =
+  // random.bernoulli(rng, p=keep_prob, shape=inputs.shape), lax.select(mask, inputs /
+  // keep_prob, zeros_like(inputs)).
+  pe::Array dropout(const LayerSpec& layer, const pe::Array& x, const Scope& scope,
+                    const std::string& name) const {
+    if (!train_ || layer.rate == 0) return x;
+    if (!dropout_key_) {
+      throw InternalError("dropout at " + layer.origin + " trains without a dropout key");
+    }
+    std::vector<std::string> path = scope.path;
+    path.push_back(name);
+    // DropoutKeys::site_key on the host computes the same key.
+    const pe::Array key = pe::random::fold_in(*dropout_key_, flax_make_rng_data(path, 1));
+    const double keep_prob = 1.0 - layer.rate;
+    const pe::Array keep = pe::random::bernoulli(key, keep_prob, x.shape());
+    draws_.emplace(join_path(path), pe::Tree::tuple({key, keep}));
+    return pe::where(keep, x / keep_prob, pe::zeros_like(x));
+  }
+
   pe::Array batch_norm(const LayerSpec& layer, const pe::Array& x, Scope& scope,
                        const std::string& name) const {
     const pe::Tree& p = scope.params[name];
@@ -178,7 +207,9 @@ class LayerApplier {
   // branch's names (Residual_1/Conv_2), as infer_model_shapes names them.
   pe::Array residual(const LayerSpec& layer, const pe::Array& x, Scope& scope,
                      const std::string& name) const {
-    Scope inner{scope.params[name], entry_or_empty(scope.batch_stats, name), {}};
+    std::vector<std::string> path = scope.path;
+    path.push_back(name);
+    Scope inner{scope.params[name], entry_or_empty(scope.batch_stats, name), {}, path};
     ModuleNamer namer;
     const pe::Array branch = apply_all(layer.layers, x, inner, namer);
     const pe::Array shortcut =
@@ -190,31 +221,57 @@ class LayerApplier {
   }
 
   bool train_;
+  const std::optional<pe::Array>& dropout_key_;
+  std::map<std::string, pe::Tree>& draws_;
 };
 
-void require_no_dropout(const CaseSpec& spec) {
+// Flax's attention draws its weight dropout inside dot_product_attention_weights, which the
+// step does not record; dropout layers after the attention are what ViT uses (vit_jax's
+// Encoder1DBlock).
+void require_no_attention_dropout(const CaseSpec& spec) {
   const LayerSpec* layer = find_layer(spec.model.layers, [](const LayerSpec& candidate) {
-    return (candidate.kind == "dropout" || candidate.kind == "attention") && candidate.rate > 0;
+    return candidate.kind == "attention" && candidate.rate > 0;
   });
   if (layer == nullptr) return;
   throw InputError(fmt::format(
-      "case {}: model.layers: {} at {} has rate {}; the engine's layer model does not thread a "
-      "dropout key through the train step yet (nn.Dropout draws bernoulli(key, 1 - rate)), so "
-      "it trains rate = 0 only: set rate = 0",
-      spec.name, layer->kind, layer->origin, layer->rate));
+      "case {}: model.layers: attention at {} has rate {}; the engine does not model dropout on "
+      "the attention weights yet: set rate = 0 and put a dropout layer after the attention, as "
+      "ViT's encoder block does",
+      spec.name, layer->origin, layer->rate));
+}
+
+// Each step draws every device's masks in one process and records them; micro-batches would
+// need a key each, and other processes' masks would have to be gathered.
+void require_dropout_placement(const CaseSpec& spec) {
+  if (!has_dropout(spec.model)) return;
+  if (spec.train.grad_accum_steps > 1) {
+    throw InputError(fmt::format(
+        "case {}: dropout with train.grad_accum_steps = {}: the engine draws one mask per "
+        "step, not one per micro-batch, yet; set train.grad_accum_steps = 1",
+        spec.name, spec.train.grad_accum_steps));
+  }
+  if (spec.parallel.processes > 1) {
+    throw InputError(fmt::format(
+        "case {}: dropout with parallel.processes = {}: the engine records the masks of one "
+        "process's devices only, yet; set parallel.processes = 1",
+        spec.name, spec.parallel.processes));
+  }
 }
 
 }  // namespace
 
 LayerModelOutput layer_model_apply(const ModelSpec& model, const pe::Tree& params,
-                                   const pe::Tree& batch_stats, const pe::Array& x, bool train) {
+                                   const pe::Tree& batch_stats, const pe::Array& x, bool train,
+                                   const std::optional<pe::Array>& dropout_key) {
   pe::Shape image = {x.shape()[0]};
   image.insert(image.end(), model.input.begin(), model.input.end());
-  Scope scope{params, batch_stats, {}};
+  Scope scope{params, batch_stats, {}, {}};
   ModuleNamer namer;
-  const pe::Array outputs =
-      LayerApplier(train).apply_all(model.layers, pe::reshape(x, image), scope, namer);
-  return {outputs, pe::Tree::dict(std::move(scope.new_batch_stats))};
+  std::map<std::string, pe::Tree> draws;
+  const pe::Array outputs = LayerApplier(train, dropout_key, draws)
+                                .apply_all(model.layers, pe::reshape(x, image), scope, namer);
+  return {outputs, pe::Tree::dict(std::move(scope.new_batch_stats)),
+          pe::Tree::dict(std::move(draws))};
 }
 
 pe::Tree initial_batch_stats(const ModelSpec& model, pe::DType dtype) {
@@ -231,14 +288,20 @@ pe::Tree initial_batch_stats(const ModelSpec& model, pe::DType dtype) {
 
 pe::TreeFunction layer_model_loss(const ModelSpec& model) {
   return [model](const std::vector<pe::Tree>& args) {
+    std::optional<pe::Array> dropout_key;
+    if (args.size() > 4) dropout_key = args[4].leaf();
     const LayerModelOutput out =
-        layer_model_apply(model, args[0], args[3], args[1].leaf(), /*train=*/true);
-    return pe::Tree::tuple({outputs_loss(model, out.outputs, args[2].leaf()), out.batch_stats});
+        layer_model_apply(model, args[0], args[3], args[1].leaf(), /*train=*/true, dropout_key);
+    return pe::Tree::tuple({outputs_loss(model, out.outputs, args[2].leaf()),
+                            pe::Tree::tuple({out.batch_stats, out.dropout_draws})});
   };
 }
 
+bool has_dropout(const ModelSpec& model) { return !dropout_sites(model).empty(); }
+
 void require_trainable_layers(const CaseSpec& spec) {
-  require_no_dropout(spec);
+  require_no_attention_dropout(spec);
+  require_dropout_placement(spec);
   if (spec.train.dtype != "f32") {
     throw InputError(fmt::format(
         "case {}: train.dtype = \"{}\": the engine's layer model trains in f32 only (mixed "

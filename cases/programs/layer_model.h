@@ -21,6 +21,8 @@
 // "Residual_0": {"BatchNorm_0": {"scale", "bias"}}}), the names infer_model_shapes gives.
 #pragma once
 
+#include <optional>
+
 #include "parity/common/case_spec.h"
 #include "pmap_engine/transforms.h"
 
@@ -31,27 +33,38 @@ namespace pe = pmap_engine;
 struct LayerModelOutput {
   pe::Array outputs;     // [B, ...]: the last layer's output
   pe::Tree batch_stats;  // train: the updated running statistics; eval: the ones given
+  // train with a dropout key: each dropout site's (key, keep mask) by module path
+  // ({"Residual_1/Dropout_0": (u32[2], bool[...])}); otherwise an empty dict.
+  pe::Tree dropout_draws;
 };
 
 // model.apply({"params": params, "batch_stats": batch_stats}, x, train, mutable=["batch_stats"]):
 // x [B, prod(model.input)] (the dataset's flat rows) -> outputs. In training BatchNorm
 // normalises with the batch's statistics (over the "data" axis when the layer's sync is set,
 // so then only inside a pmap binding it) and updates the running ones; in evaluation it uses
-// the running statistics and dropout is the identity.
+// the running statistics and dropout is the identity. A training forward through a dropout with
+// a rate above 0 needs `dropout_key`, the "dropout" rng of model.apply(..., rngs={"dropout":
+// key}): each Dropout module draws from its own make_rng("dropout") key (flax_rng.h).
 LayerModelOutput layer_model_apply(const ModelSpec& model, const pe::Tree& params,
-                                   const pe::Tree& batch_stats, const pe::Array& x, bool train);
+                                   const pe::Tree& batch_stats, const pe::Array& x, bool train,
+                                   const std::optional<pe::Array>& dropout_key = std::nullopt);
 
 // The "batch_stats" collection as flax.linen.BatchNorm initialises it (normalization.py,
 // BatchNorm.__call__: ra_mean zeros, ra_var ones), in `dtype`; an empty dict without BatchNorm.
 pe::Tree initial_batch_stats(const ModelSpec& model, pe::DType dtype);
 
-// loss_fn(params, x, y, batch_stats) -> (mean loss, new batch_stats), the model in training
-// mode: the function value_and_grad(loss_fn, has_aux=True) takes.
+// loss_fn(params, x, y, batch_stats[, dropout_key]) -> (mean loss, (new batch_stats,
+// dropout_draws)), the model in training mode: the function value_and_grad(loss_fn,
+// has_aux=True) takes. The dropout key is an argument when the model has dropout.
 pe::TreeFunction layer_model_loss(const ModelSpec& model);
 
+// Whether a training forward draws dropout masks (a dropout layer with a rate above 0: the
+// dropout_sites of parity/common/dropout_streams.h, which name dropout_draws' entries).
+bool has_dropout(const ModelSpec& model);
+
 // InputError, naming the layer or key and the fix, for a layers case the engine cannot train:
-// a dropout rate above 0 (its mask needs a dropout key the step does not thread) or a
-// train.dtype other than f32.
+// dropout on attention weights (attention rate above 0), dropout with train.grad_accum_steps > 1
+// or parallel.processes > 1, or a train.dtype other than f32.
 void require_trainable_layers(const CaseSpec& spec);
 
 }  // namespace parity::cases

@@ -41,9 +41,10 @@ struct Key {
   std::string_view name;
   Rule rule = {};
   std::string help = {};  // why the rule holds (or what the key is), for errors that need it
-  // A key added after cases were hashed is left out of the canonical text while it is empty,
-  // so that the cases that do not use it keep their hash.
-  bool written_when_empty = true;
+  // A key added after cases were hashed is left out of the canonical text while it holds its
+  // default (its CaseSpec field's initial value), so that the cases that do not use it keep
+  // their hash.
+  bool written_when_default = true;
 
   std::string dotted() const;  // "train.lr"
 };
@@ -54,6 +55,7 @@ inline const Section kData{"data", true};
 inline const Section kParallel{"parallel", true};
 inline const Section kTrain{"train", true};
 inline const Section kInit{"init", true};
+inline const Section kRng{"rng", true};
 inline const Section kCompare{"compare", false};
 inline const Section kScenario{"scenario", false};
 
@@ -117,6 +119,15 @@ inline const Key kInitScheme{kInit, "scheme", one_of(kInitSchemes)};
 inline const Key kInitSeed{kInit, "seed"};
 inline const Key kInitScale{kInit, "scale", in_range(FloatRange::kPositive)};
 
+inline const std::vector<std::string> kRngDerivations = {"fold_in", "split", "none"};
+inline const std::vector<std::string> kRngDdpStreams = {"threefry", "torch"};
+inline const std::vector<std::string> kRngTorchSeeds = {"seed+rank", "seed"};
+inline const Key kRngSeed{kRng, "seed", {}, "the root key's seed", false};
+inline const Key kRngPerStep{kRng, "per_step", one_of(kRngDerivations), "", false};
+inline const Key kRngPerDevice{kRng, "per_device", one_of(kRngDerivations), "", false};
+inline const Key kRngDdp{kRng, "ddp", one_of(kRngDdpStreams), "", false};
+inline const Key kRngTorchSeed{kRng, "torch_seed", one_of(kRngTorchSeeds), "", false};
+
 inline const Key kCompareOracle{kCompare, "oracle"};
 inline const Key kCompareTensorRtol{kCompare, "tensor_rtol", in_range(FloatRange::kNonNegative)};
 inline const Key kCompareTensorAtol{kCompare, "tensor_atol", in_range(FloatRange::kNonNegative)};
@@ -171,6 +182,11 @@ void for_each_case_key(Spec& spec, Visit&& visit) {
   visit(kInitScheme, spec.init.scheme);
   visit(kInitSeed, spec.init.seed);
   visit(kInitScale, spec.init.scale);
+  visit(kRngSeed, spec.rng.seed);
+  visit(kRngPerStep, spec.rng.per_step);
+  visit(kRngPerDevice, spec.rng.per_device);
+  visit(kRngDdp, spec.rng.ddp);
+  visit(kRngTorchSeed, spec.rng.torch_seed);
   visit(kCompareOracle, spec.compare.oracle);
   visit(kCompareTensorRtol, spec.compare.tensor_rtol);
   visit(kCompareTensorAtol, spec.compare.tensor_atol);

@@ -3,16 +3,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <type_traits>
+#include <map>
 
 namespace parity {
 
 namespace {
-
-template <typename T>
-struct is_vector : std::false_type {};
-template <typename T>
-struct is_vector<std::vector<T>> : std::true_type {};
 
 // A TOML basic string: quotes, backslashes and control characters escaped.
 std::string toml_value(const std::string& text) {
@@ -115,19 +110,26 @@ std::string format_float(double value) {
 
 std::string case_toml(const CaseSpec& spec,
                       const std::function<bool(const case_schema::Section&)>& wanted) {
+  static const std::map<const case_schema::Key*, std::string> defaults = [] {
+    std::map<const case_schema::Key*, std::string> values;
+    const CaseSpec initial;
+    case_schema::for_each_case_key(initial, [&](const case_schema::Key& key, const auto& value) {
+      values[&key] = toml_value(value);
+    });
+    return values;
+  }();
   std::string text;
   const case_schema::Section* current = nullptr;
   case_schema::for_each_case_key(spec, [&](const case_schema::Key& key, const auto& value) {
     if (!wanted(key.section)) return;
-    if constexpr (is_vector<std::decay_t<decltype(value)>>::value) {
-      if (value.empty() && !key.written_when_empty) return;
-    }
+    const std::string written = toml_value(value);
+    if (!key.written_when_default && written == defaults.at(&key)) return;
     if (&key.section != current) {
       text += std::string(current == nullptr ? "" : "\n") + "[" + std::string(key.section.name) +
               "]\n";
       current = &key.section;
     }
-    text += std::string(key.name) + " = " + toml_value(value) + "\n";
+    text += std::string(key.name) + " = " + written + "\n";
   });
   return text;
 }

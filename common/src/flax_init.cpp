@@ -1,13 +1,12 @@
 #include "flax_init.h"
 
-#include <nettle/sha1.h>
-
 #include <cmath>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "parity/common/error.h"
+#include "parity/common/flax_rng.h"
 #include "parity/common/init_params.h"
 #include "parity/common/model_layers.h"
 
@@ -15,13 +14,6 @@ namespace parity {
 namespace {
 
 namespace pr = pmap_engine::random;
-
-// Python's int.to_bytes((x.bit_length() + 7) // 8, "big"): no leading zero bytes, none for 0.
-std::string big_endian_bytes(uint32_t value) {
-  std::string bytes;
-  for (; value != 0; value >>= 8) bytes.insert(bytes.begin(), static_cast<char>(value & 0xFF));
-  return bytes;
-}
 
 std::vector<std::string> split_path(const std::string& name) {
   std::vector<std::string> parts;
@@ -66,18 +58,7 @@ std::vector<float> lecun_normal(pr::Key key, const Shape& shape, double fan_in) 
 
 pr::Key flax_param_key(pr::Key root, const std::vector<std::string>& module_path,
                        uint32_t counter) {
-  sha1_ctx context;
-  sha1_init(&context);
-  const auto update = [&context](const std::string& bytes) {
-    sha1_update(&context, bytes.size(), reinterpret_cast<const uint8_t*>(bytes.data()));
-  };
-  for (const std::string& name : module_path) update(name);  // str: its UTF-8 bytes
-  update(big_endian_bytes(counter));
-  uint8_t digest[SHA1_DIGEST_SIZE];
-  sha1_digest(&context, SHA1_DIGEST_SIZE, digest);
-  const uint32_t hash = (uint32_t{digest[0]} << 24) | (uint32_t{digest[1]} << 16) |
-                        (uint32_t{digest[2]} << 8) | uint32_t{digest[3]};
-  return pr::fold_in(root, hash);
+  return pr::fold_in(root, flax_make_rng_data(module_path, counter));
 }
 
 NamedTensors init_layer_params_flax(const ModelSpec& model, pr::Key root) {

@@ -54,6 +54,7 @@ MaskDraw draw_from_json(const Json& line, const std::string& where, int64_t repl
   draw.step = reader.integer("step");
   draw.replica = reader.integer("replica");
   draw.site = reader.string("site");
+  draw.rate = reader.number("rate");
   if (reader.has("key")) {
     const std::vector<int64_t> words = reader.integers("key");
     const auto is_word = [](int64_t word) { return word >= 0 && word <= 0xFFFFFFFFll; };
@@ -71,6 +72,9 @@ MaskDraw draw_from_json(const Json& line, const std::string& where, int64_t repl
                                  where, draw.replica, replicas - 1, replicas));
   }
   if (draw.site.empty()) throw InputError(where + ": key \"site\" is empty");
+  if (!(draw.rate >= 0 && draw.rate < 1)) {
+    throw InputError(fmt::format("{}: rate {} is outside [0, 1): a drop rate", where, draw.rate));
+  }
   if (draw.size <= 0 || draw.kept < 0 || draw.kept > draw.size) {
     throw InputError(fmt::format("{}: kept {} of size {}: a mask has at least one element and "
                                  "keeps between none and all of them",
@@ -108,6 +112,7 @@ void check_complete(const std::vector<MaskDraw>& draws, const std::vector<std::s
   }
   std::map<std::tuple<int64_t, std::string, int64_t>, size_t> seen;  // (step, site, replica)
   std::map<std::pair<int64_t, std::string>, size_t> size_of;         // (step, site) -> index
+  std::map<std::string, size_t> rate_of;                             // site -> index
   for (size_t i = 0; i < draws.size(); ++i) {
     const MaskDraw& draw = draws[i];
     if (sites.count(draw.site) == 0) {
@@ -120,6 +125,13 @@ void check_complete(const std::vector<MaskDraw>& draws, const std::vector<std::s
       throw InputError(fmt::format("{}: step {}, replica {}, site \"{}\" is recorded twice ({} too)",
                                    wheres[i], draw.step, draw.replica, draw.site,
                                    wheres[earlier->second]));
+    }
+    const auto [same_site, first_of_site] = rate_of.emplace(draw.site, i);
+    if (!first_of_site && draws[same_site->second].rate != draw.rate) {
+      throw InputError(fmt::format("{}: site \"{}\" has rate {}, but {} for it ({}); a "
+                                   "layer keeps one drop rate",
+                                   wheres[i], draw.site, draw.rate,
+                                   draws[same_site->second].rate, wheres[same_site->second]));
     }
     const auto [same, first] = size_of.emplace(std::make_pair(draw.step, draw.site), i);
     if (!first && draws[same->second].size != draw.size) {
@@ -146,12 +158,13 @@ void check_complete(const std::vector<MaskDraw>& draws, const std::vector<std::s
 
 }  // namespace
 
-MaskDraw summarise_mask(int64_t step, int64_t replica, std::string site,
+MaskDraw summarise_mask(int64_t step, int64_t replica, std::string site, double rate,
                         const std::vector<uint8_t>& keep, std::optional<RngKeyWords> key) {
   MaskDraw draw;
   draw.step = step;
   draw.replica = replica;
   draw.site = std::move(site);
+  draw.rate = rate;
   draw.key = key;
   draw.size = static_cast<int64_t>(keep.size());
   std::vector<uint8_t> bytes(keep.size());
@@ -174,6 +187,7 @@ std::string mask_draw_to_json_line(const MaskDraw& draw) {
   line["step"] = draw.step;
   line["replica"] = draw.replica;
   line["site"] = draw.site;
+  line["rate"] = draw.rate;
   if (draw.key) line["key"] = {(*draw.key)[0], (*draw.key)[1]};
   line["size"] = draw.size;
   line["kept"] = draw.kept;

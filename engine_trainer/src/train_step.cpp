@@ -3,12 +3,16 @@
 // accumulation over micro-batches. A layers model's BatchNorm statistics are the step's model
 // state, as a Flax user threads them: (loss, batch_stats), grads = value_and_grad(loss_fn,
 // has_aux=True)(params, x, y, batch_stats), with each device keeping its own statistics unless
-// a BatchNorm syncs them over "data".
+// a BatchNorm syncs them over "data". A model with dropout takes the step's dropout key as its
+// last argument and derives each device's key as the case's [rng] says, and the step returns
+// every site's keys and masks for the RNG streams.
 #include "layer_model.h"
 #include "mlp_program.h"
 #include "parity/common/engine_programs.h"
 #include "parity/engine_trainer/engine_trainer.h"
+#include "pmap_engine/collectives.h"
 #include "pmap_engine/ops.h"
+#include "pmap_engine/random_ops.h"
 #include "scenario_programs.h"
 
 namespace parity::engine_trainer {
@@ -31,6 +35,18 @@ pe::TreeFunction case_loss_fn(const CaseSpec& spec, pe::DType dtype, bool cast_l
 
 }  // namespace
 
+namespace {
+
+// The device's "dropout" rng from the step's key argument (rng.per_device): fold_in(key,
+// axis_index) inside the step, the device's row of split(key, n) (passed mapped, already the
+// row), or the one key every device was given (P5).
+pe::Array device_dropout_key(const RngSpec& rng, const pe::Array& key, const std::string& axis) {
+  if (rng.per_device == "fold_in") return pe::random::fold_in(key, pe::axis_index(axis));
+  return key;
+}
+
+}  // namespace
+
 pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
                                  const EngineStepOptions& step_options) {
   const pe::DType dtype =
@@ -39,31 +55,42 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
   const EngineProgram& program = find_engine_program(step_options.program);
   cases::require_program_trains_model(spec, program);
   const bool has_model_state = !spec.model.layers.empty();
+  const bool has_dropout = cases::has_dropout(spec.model);
   const cases::MappedGradients gradients = cases::mapped_gradients(
       program, case_loss_fn(spec, dtype, !program.keeps_loss_in_compute_dtype), has_model_state);
   const int64_t micro_batches = spec.train.grad_accum_steps;
   const bool update_each = program.updates_per_micro_batch;
-  pe::TreeFunction step = [optimizer, gradients, micro_batches, update_each,
-                           has_model_state](const std::vector<pe::Tree>& args) {
+  const RngSpec rng = spec.rng;
+  pe::TreeFunction step = [optimizer, gradients, micro_batches, update_each, has_model_state,
+                           has_dropout, rng](const std::vector<pe::Tree>& args) {
     pe::Tree params = args[0];
     pe::Tree state = args[1];
     pe::Tree batch_stats = has_model_state ? args[4] : pe::Tree();
+    pe::Tree dropout_draws = pe::Tree::dict({});
     const auto update = [&](const pe::Tree& grads) {
       auto [updates, new_state] = optimizer.update(grads, state, params);
       params = pe::optim::apply_updates(params, updates);
       state = new_state;
     };
-    // One batch's (loss, local grads); a layers model's forward also updates batch_stats.
+    // One batch's (loss, local grads); a layers model's forward also updates batch_stats and
+    // draws the dropout masks.
     const auto loss_and_grads = [&](const pe::Tree& x, const pe::Tree& y) {
       if (!has_model_state) return gradients.local({params, x, y});
-      const pe::Tree out = gradients.local({params, x, y, batch_stats});
-      batch_stats = out[0][1];
+      std::vector<pe::Tree> loss_args = {params, x, y, batch_stats};
+      if (has_dropout) {
+        loss_args.emplace_back(device_dropout_key(rng, args[5].leaf(), gradients.axis_name));
+      }
+      const pe::Tree out = gradients.local(loss_args);
+      batch_stats = out[0][1][0];
+      dropout_draws = out[0][1][1];
       return pe::Tree::tuple({out[0][0], out[1]});
     };
-    // (params, opt_state, loss, grads), and the new batch_stats of a layers model.
+    // (params, opt_state, loss, grads), a layers model's new batch_stats, and with dropout the
+    // masks' (key, keep) by site.
     const auto outputs = [&](const pe::Tree& loss, const pe::Tree& grads) {
       std::vector<pe::Tree> out = {params, state, loss, grads};
       if (has_model_state) out.push_back(batch_stats);
+      if (has_dropout) out.push_back(dropout_draws);
       return pe::Tree::tuple(std::move(out));
     };
     if (micro_batches == 1) {
@@ -110,6 +137,12 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
     // the engine checks bit for bit).
     options.in_axes = {std::nullopt, std::nullopt, 0, 0};
     options.out_axes = {std::nullopt, std::nullopt, 0, 0};
+  }
+  if (has_dropout) {
+    // The step key goes to every device whole (in_axes=None) unless each device gets its row
+    // of split(key, n).
+    options.in_axes = {0, 0, 0, 0, 0};
+    options.in_axes.push_back(rng.per_device == "split" ? pe::AxisSpec(0) : pe::AxisSpec(std::nullopt));
   }
   options.donate_argnums = {0, 1};
   options.devices = devices;

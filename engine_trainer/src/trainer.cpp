@@ -15,11 +15,13 @@
 #include "parity/common/tensor_file.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/random.h"
+#include "pmap_engine/random_ops.h"
 #include "scenario_programs.h"
 
 namespace parity::engine_trainer {
 namespace {
 
+namespace pr = pmap_engine::random;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
@@ -29,7 +31,6 @@ double seconds_since(Clock::time_point start) {
 // Pitfall P4 as 000 §4.4 describes it: every device initialises its own parameters, from
 // fold_in(PRNGKey(seed), device), instead of one initialisation broadcast to all.
 pe::Tree initialise_per_device(const CaseSpec& spec, int64_t num_devices, pe::DType dtype) {
-  namespace pr = pmap_engine::random;
   const pr::Key key = pr::prng_key(static_cast<int64_t>(spec.init.seed));
   std::vector<pe::Tree> per_device;
   for (int64_t d = 0; d < num_devices; ++d) {
@@ -54,7 +55,9 @@ EngineTrainer::EngineTrainer(const CaseSpec& spec, const EngineOptions& options,
       num_devices_(spec.parallel.replicas),
       train_(load_case_dataset(spec, "train")),
       checkpoint_step_(cases::resume_step(spec, program_)),
-      has_model_state_(!spec.model.layers.empty()) {
+      has_model_state_(!spec.model.layers.empty()),
+      dropout_sites_(dropout_sites(spec.model)),
+      dropout_keys_(spec.rng) {
   const int64_t local_devices = num_devices_ / process.count();
   pe::Tree initial = cases::params_from_tensors(read_safetensors(options.init_file).tensors,
                                                 cases::name_separator(spec.model));
@@ -82,10 +85,37 @@ pe::Tree EngineTrainer::device_params(int64_t d) const {
   return program_.broadcasts_params ? params_ : device_slice(params_, d);
 }
 
-std::vector<pe::Tree> EngineTrainer::step_arguments(const StepInputs& batch) const {
+std::vector<pe::Tree> EngineTrainer::step_arguments(const StepInputs& batch, int64_t step) {
   std::vector<pe::Tree> args = {params_, opt_state_, batch.inputs, batch.targets};
   if (has_model_state_) args.push_back(batch_stats_);
+  if (!dropout_sites_.empty()) args.emplace_back(next_dropout_key(step));
   return args;
+}
+
+// The step's dropout key (DropoutKeys::next_step_key); with rng.per_device = "split" the
+// devices' rows of split(that key, n), which the step maps over.
+pe::Array EngineTrainer::next_dropout_key(int64_t step) {
+  const pr::Key key = dropout_keys_.next_step_key(step);
+  if (spec_.rng.per_device != "split") return pr::key_data(key);
+  return pr::split(pr::key_data(key), num_devices_);
+}
+
+// Each site's key and mask on every device, from the step's (key, keep) outputs.
+std::vector<MaskDraw> EngineTrainer::dropout_draws(int64_t step, const pe::Tree& draws) const {
+  std::vector<MaskDraw> recorded;
+  for (const auto& [site, draw] : draws.entries()) {
+    const std::vector<int64_t> keys = draw[0].leaf().to_ints();
+    const std::vector<int64_t> keep = draw[1].leaf().to_ints();
+    const size_t per_device = keep.size() / static_cast<size_t>(num_devices_);
+    for (int64_t d = 0; d < num_devices_; ++d) {
+      const auto begin = keep.begin() + static_cast<std::ptrdiff_t>(per_device * static_cast<size_t>(d));
+      const std::vector<uint8_t> mask(begin, begin + static_cast<std::ptrdiff_t>(per_device));
+      const auto word = [&](size_t i) { return static_cast<uint32_t>(keys[2 * static_cast<size_t>(d) + i]); };
+      recorded.push_back(summarise_mask(step, d, site, dropout_sites_.at(site), mask,
+                                        RngKeyWords{word(0), word(1)}));
+    }
+  }
+  return recorded;
 }
 
 ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
@@ -97,13 +127,17 @@ ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
         step_inputs(train_, *placement_, step, spec_.train.grad_accum_steps, options_.step.float64);
     // The step's time is the pmapped train_step's: what a JAX user's step costs. Gathering the
     // metrics and recording tensors are the harness's own work and stay outside it.
+    std::vector<pe::Tree> args = step_arguments(batch, step);
     const auto start = Clock::now();
-    const pe::Tree out = placement_->step(step_arguments(batch));
+    const pe::Tree out = placement_->step(args);
     step_seconds_.push_back(seconds_since(start));
     params_ = out[0];
     opt_state_ = out[1];
     if (has_model_state_) batch_stats_ = out[4];
     StepRecord record = reduce_metrics(step, batch, out);
+    if (!dropout_sites_.empty() && recorder_->writes()) {
+      record.rng_draws = dropout_draws(step, out[5]);
+    }
     global_loss_ = record.loss;
     recorder_->check_losses_finite(record);
     // Every process takes part in the digest exchange; only process 0 records.

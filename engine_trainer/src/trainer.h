@@ -4,12 +4,16 @@
 #pragma once
 
 #include <chrono>
+#include <map>
+#include <string>
 #include <optional>
 #include <vector>
 
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
 #include "parity/common/engine_programs.h"
+#include "parity/common/dropout_streams.h"
+#include "parity/common/rng_streams.h"
 #include "parity/common/run_dir.h"
 #include "parity/common/step_recorder.h"
 #include "parity/engine_trainer/engine_trainer.h"
@@ -40,7 +44,9 @@ class EngineTrainer {
   std::map<std::string, double> evaluate() const;
   pe::Array test_outputs(const pe::Tree& params, const pe::Array& x) const;
   pe::Tree device_params(int64_t d) const;
-  std::vector<pe::Tree> step_arguments(const StepInputs& batch) const;
+  std::vector<pe::Tree> step_arguments(const StepInputs& batch, int64_t step);
+  pe::Array next_dropout_key(int64_t step);
+  std::vector<MaskDraw> dropout_draws(int64_t step, const pe::Tree& draws) const;
 
   const CaseSpec& spec_;
   const EngineOptions& options_;
@@ -60,6 +66,9 @@ class EngineTrainer {
   // syncs them); widths models have no model state.
   const bool has_model_state_;
   pe::Tree batch_stats_;
+  // A model with dropout: the sites' rates and the step keys.
+  const std::map<std::string, double> dropout_sites_;
+  DropoutKeys dropout_keys_;
   std::vector<double> step_seconds_;
   int64_t peak_bytes_per_device_ = 0;  // of the placements before the current one
   int64_t compile_count_ = 0;          // likewise

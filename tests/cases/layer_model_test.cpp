@@ -91,7 +91,7 @@ TEST_P(LayerModelVsTorch, LossAndEveryGradientMatchTorchsBackward) {
   const pe::Tree out = pe::value_and_grad(layer_model_loss(spec_.model), {0}, /*has_aux=*/true)(
       {params_, x_, y_, initial_batch_stats(spec_.model, pe::DType::f64)});
   EXPECT_NEAR(out[0][0].leaf().item(), vector_.loss, kTolerance);
-  expect_named_close(out[0][1], vector_.batch_stats, "aux batch_stats");
+  expect_named_close(out[0][1][0], vector_.batch_stats, "aux batch_stats");
   expect_named_close(out[1], vector_.grads, "grads");
 }
 

@@ -412,7 +412,7 @@ TEST(CaseSpec, UnknownSectionNamesPositionAndSuggests) {
   const std::string far = dir.write("u", "[model]\nwidths = [784, 10]\n[xyz]\n");
   EXPECT_EQ(load_error(far), "unknown section [xyz] at " + far +
                                  ":3:2; the sections are [case], [model], [data], [parallel], "
-                                 "[train], [init], [compare], [scenario]");
+                                 "[train], [init], [rng], [compare], [scenario]");
 }
 
 TEST(CaseSpec, WrongTypeNamesPosition) {

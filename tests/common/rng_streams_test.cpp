@@ -44,8 +44,8 @@ std::vector<uint8_t> periodic_mask(size_t size, size_t period, size_t offset = 0
 }
 
 std::vector<MaskDraw> step_draws(int64_t step) {
-  return {summarise_mask(step, 0, "Dropout_0", periodic_mask(5000, 10, 0), RngKeyWords{1, 2}),
-          summarise_mask(step, 1, "Dropout_0", periodic_mask(5000, 10, 3), RngKeyWords{3, 4})};
+  return {summarise_mask(step, 0, "Dropout_0", 0.1, periodic_mask(5000, 10, 0), RngKeyWords{1, 2}),
+          summarise_mask(step, 1, "Dropout_0", 0.1, periodic_mask(5000, 10, 3), RngKeyWords{3, 4})};
 }
 
 void write_run(const fs::path& dir) {
@@ -61,7 +61,7 @@ void write_run(const fs::path& dir) {
 // i as bit i % 8 of byte i / 8, so byte 0 holds elements 0..7 (0 dropped): 0b11111110.
 TEST(RngStreams, SummaryCountsDigestsAndPacksTheFirst4096Elements) {
   const std::vector<uint8_t> keep = periodic_mask(5000, 10);
-  const MaskDraw draw = summarise_mask(7, 1, "Dropout_0", keep);
+  const MaskDraw draw = summarise_mask(7, 1, "Dropout_0", 0.1, keep);
   EXPECT_EQ(draw.size, 5000);
   EXPECT_EQ(draw.kept, 4500);
   EXPECT_EQ(draw.prefix.size(), 512u);
@@ -71,8 +71,8 @@ TEST(RngStreams, SummaryCountsDigestsAndPacksTheFirst4096Elements) {
   EXPECT_EQ(draw.digest, Fnv1a64().update(keep.data(), keep.size()).hex());
   std::vector<uint8_t> other = keep;
   other[4999] = 0;  // beyond the prefix: only the digest and the count see it
-  EXPECT_NE(summarise_mask(7, 1, "Dropout_0", other).digest, draw.digest);
-  EXPECT_EQ(summarise_mask(7, 1, "Dropout_0", other).prefix, draw.prefix);
+  EXPECT_NE(summarise_mask(7, 1, "Dropout_0", 0.1, other).digest, draw.digest);
+  EXPECT_EQ(summarise_mask(7, 1, "Dropout_0", 0.1, other).prefix, draw.prefix);
 }
 
 TEST(RngStreams, WrittenBeforeEachStepAndReadBackWithTheRun) {
@@ -147,7 +147,7 @@ TEST(RngStreams, AMissingReplicaOrStepAndMasksOfDifferentSizesAreNamed) {
                      {file, "no draw for step 1, replica 1, site \"Dropout_0\""});
   write_bytes(rng_streams_path(dir.path()), content);
   replace_line(dir.path(), 2,
-               mask_draw_to_json_line(summarise_mask(0, 1, "Dropout_0", periodic_mask(4000, 10))));
+               mask_draw_to_json_line(summarise_mask(0, 1, "Dropout_0", 0.1, periodic_mask(4000, 10))));
   expect_input_error([&] { read_run_dir(dir.path()); },
                      {file + " line 2", "replica 1's mask at step 0, site \"Dropout_0\" has 4000 "
                                         "elements, replica 0's 5000"});

@@ -64,6 +64,24 @@ struct InitSpec {
   double scale = 0.01;
 };
 
+// Where dropout's random numbers come from (docs/rng.md, "Dropout streams"). The engine derives
+// each step's and device's key as a JAX user's step does; Flax then folds in each Dropout
+// module's path (make_rng("dropout")). Part of what is trained.
+struct RngSpec {
+  uint64_t seed = 0;  // the root key: jax.random.PRNGKey(seed)
+  // fold_in: fold_in(root, step) | split: a carried key split every step, its second half used |
+  // none: the root key at every step (R2, a key reused across steps)
+  std::string per_step = "fold_in";
+  // fold_in: fold_in(key, axis_index("data")) inside the step | split: split(key, n)[d], passed
+  // with in_axes=0 | none: the same key on every device (P5)
+  std::string per_device = "fold_in";
+  // ddp_ref's masks: threefry (the engine's keys and jax.random.bernoulli, so both producers
+  // draw bit-identical masks) | torch (LibTorch's generator, as torch.nn.Dropout draws)
+  std::string ddp = "threefry";
+  // rng.ddp = "torch": each rank's torch::manual_seed; seed+rank | seed (R1, every rank alike)
+  std::string torch_seed = "seed+rank";
+};
+
 // How `parity run` judges the case; not part of what is trained (CaseSpec::hash() leaves it out).
 struct CompareSpec {
   // Also train the engine in float64 and measure both runs' error against it (the oracle).
@@ -110,6 +128,7 @@ struct CaseSpec {
   ParallelSpec parallel;
   TrainSpec train;
   InitSpec init;
+  RngSpec rng;
   CompareSpec compare;
   ScenarioSpec scenario;
 

@@ -1,0 +1,81 @@
+#include "parity/common/dropout_streams.h"
+
+#include <vector>
+
+#include "parity/common/flax_rng.h"
+#include "parity/common/model_layers.h"
+
+namespace parity {
+namespace {
+
+namespace pr = pmap_engine::random;
+
+std::string join_path(const std::vector<std::string>& path) {
+  std::string joined;
+  for (const std::string& name : path) joined += (joined.empty() ? "" : "/") + name;
+  return joined;
+}
+
+std::vector<std::string> split_path(const std::string& site) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t slash = site.find('/'); slash != std::string::npos; slash = site.find('/', start)) {
+    parts.push_back(site.substr(start, slash - start));
+    start = slash + 1;
+  }
+  parts.push_back(site.substr(start));
+  return parts;
+}
+
+// The dropout sites of `layers`, named by `namer` under `path`; a residual's branch and
+// projection share its namer (its projection's modules continue the branch's counters).
+void collect_sites(const std::vector<LayerSpec>& layers, ModuleNamer& namer,
+                   const std::vector<std::string>& path, std::map<std::string, double>& sites) {
+  for (const LayerSpec& layer : layers) {
+    std::vector<std::string> child = path;
+    child.push_back(namer.next(layer.kind));
+    if (layer.kind == "dropout" && layer.rate > 0) sites.emplace(join_path(child), layer.rate);
+    if (layer.kind != "residual") continue;
+    ModuleNamer inner;
+    collect_sites(layer.layers, inner, child, sites);
+    collect_sites(layer.projection, inner, child, sites);
+  }
+}
+
+}  // namespace
+
+std::map<std::string, double> dropout_sites(const ModelSpec& model) {
+  std::map<std::string, double> sites;
+  ModuleNamer namer;
+  collect_sites(model.layers, namer, {}, sites);
+  return sites;
+}
+
+DropoutKeys::DropoutKeys(const RngSpec& rng)
+    : rng_(rng), carried_(pr::prng_key(static_cast<int64_t>(rng.seed))) {}
+
+pr::Key DropoutKeys::next_step_key(int64_t step) {
+  const pr::Key root = pr::prng_key(static_cast<int64_t>(rng_.seed));
+  if (rng_.per_step == "fold_in") return pr::fold_in(root, static_cast<uint32_t>(step));
+  if (rng_.per_step == "split") {
+    const std::vector<pr::Key> halves = pr::split(carried_, 2, pr::default_partitionable());
+    carried_ = halves[0];
+    return halves[1];
+  }
+  return root;
+}
+
+pr::Key DropoutKeys::device_key(pr::Key step_key, int64_t device, int64_t num_devices) const {
+  if (rng_.per_device == "fold_in") return pr::fold_in(step_key, static_cast<uint32_t>(device));
+  if (rng_.per_device == "split") {
+    return pr::split(step_key, num_devices, pr::default_partitionable())
+        [static_cast<size_t>(device)];
+  }
+  return step_key;
+}
+
+pr::Key DropoutKeys::site_key(pr::Key device_key, const std::string& site) {
+  return pr::fold_in(device_key, flax_make_rng_data(split_path(site), 1));
+}
+
+}  // namespace parity
