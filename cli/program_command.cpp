@@ -4,11 +4,11 @@
 #include <iostream>
 #include <numeric>
 
+#include "case_init.h"
 #include "commands.h"
 #include "layer_model.h"
 #include "mlp_program.h"
 #include "parity/common/case_spec.h"
-#include "parity/common/init_params.h"
 #include "parity/engine_trainer/engine_trainer.h"
 #include "pmap_engine/ops.h"
 
@@ -30,8 +30,7 @@ std::string describe_peak(const std::string& case_name, int64_t batch, int64_t n
 void print_widths_program(const CaseSpec& spec) {
   const int64_t batch = spec.parallel.replicas * spec.data.per_replica_batch;
   const int64_t input_dim = spec.model.widths.front();
-  pe::Tree params = cases::params_from_tensors(
-      init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
+  pe::Tree params = cases::params_from_tensors(make_init_params(spec));
   pe::Tree opt_state = cases::make_optimizer(spec.train).init(params);
   pe::Array x = pe::zeros({batch, input_dim});
   pe::Array y = spec.model.loss == "mse" ? pe::zeros({batch, spec.model.widths.back()})
@@ -50,8 +49,8 @@ void print_layers_program(const CaseSpec& spec) {
   const std::vector<int64_t>& input = spec.model.input;
   const int64_t input_dim =
       std::accumulate(input.begin(), input.end(), int64_t{1}, std::multiplies<>());
-  const pe::Tree params = cases::params_from_tensors(init_model_params(spec),
-                                                     cases::name_separator(spec.model));
+  const pe::Tree params =
+      cases::params_from_tensors(make_init_params(spec), cases::name_separator(spec.model));
   const pe::Tree opt_state = cases::make_optimizer(spec.train).init(params);
   const pe::Tree batch_stats = cases::initial_batch_stats(spec.model, pe::DType::f32);
   const int64_t outputs = infer_model_shapes(spec.model.layers, input).output.back();

@@ -5,10 +5,9 @@
 #include <algorithm>
 #include <iostream>
 
+#include "case_init.h"
 #include "parity/common/error.h"
-#include "parity/common/init_params.h"
 #include "parity/common/run_dir.h"
-#include "parity/common/tensor_file.h"
 
 namespace parity::cli {
 
@@ -45,8 +44,7 @@ std::filesystem::path ensure_init_file(const CaseSpec& spec, const std::string& 
   if (!init.empty()) return init;
   create_output_directory(out_dir);
   std::filesystem::path path = out_dir / "init.safetensors";
-  write_safetensors(path, init_model_params(spec),
-                    {{"case", spec.name}, {"scheme", spec.init.scheme}});
+  write_init_file(path, spec);
   return path;
 }
 

@@ -93,7 +93,7 @@ class CaseChecker {
     }
     if (spec_.init.scheme == "flax") {
       fail(keys::kInitScheme, "'flax' initialises the Flax modules of a model given as layers",
-           "use jax-normal for a widths model, or describe the model with layers");
+           "use jax-normal or torch for a widths model, or describe the model with layers");
     }
     const Key& key = keys::kModelWidths;
     const std::vector<int64_t>& widths = spec_.model.widths;

@@ -64,7 +64,8 @@ inline const std::vector<std::string> kLosses = {"softmax_cross_entropy", "mse"}
 inline const std::vector<std::string> kDatasets = {"fashion-mnist", "synthetic-linear"};
 inline const std::vector<std::string> kOptimizers = {"sgd", "adam", "adamw"};
 inline const std::vector<std::string> kDtypes = {"f32", "bf16", "f16"};
-inline const std::vector<std::string> kInitSchemes = {"jax-normal", "flax"};
+// "torch" is made by ddp_ref (LibTorch's constructors), the others by common/ (init_params.h).
+inline const std::vector<std::string> kInitSchemes = {"jax-normal", "flax", "torch"};
 
 inline const Key kCaseName{kCase, "name"};
 inline const Key kCaseDescription{kCase, "description"};

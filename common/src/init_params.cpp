@@ -71,6 +71,15 @@ NamedTensors init_layer_params_jax_normal(const ModelSpec& model, const InitSpec
 }  // namespace
 
 NamedTensors init_model_params(const CaseSpec& spec) {
+  if (spec.init.scheme == "torch") {
+    // LibTorch's constructors draw these values; common/ does not link LibTorch.
+    throw InputError(
+        "case " + spec.name +
+        ": init.scheme = \"torch\" is LibTorch's own initialisation, which ddp_ref makes, not "
+        "common's init_model_params; write the init file with `parity init " + spec.name +
+        " --set init.scheme=torch --out FILE` (parity run, ddp and pmap make it themselves), or "
+        "use init.scheme jax-normal or flax here");
+  }
   if (spec.model.layers.empty()) {
     return init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale);
   }

@@ -506,8 +506,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "--set data.dataset=mnist: data.dataset: expected one of fashion-mnist, "
                   "synthetic-linear, found 'mnist'"},
         RangeCase{{"init.scheme=xavier"},
-                  "--set init.scheme=xavier: init.scheme: expected one of jax-normal, flax, found "
-                  "'xavier'"},
+                  "--set init.scheme=xavier: init.scheme: expected one of jax-normal, flax, torch, "
+                  "found 'xavier'"},
         RangeCase{{"parallel.processes=3"},
                   "--set parallel.processes=3: parallel.processes: 8 replicas cannot be spread "
                   "evenly over 3 processes; expected a divisor of parallel.replicas"},

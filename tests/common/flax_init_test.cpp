@@ -130,7 +130,7 @@ TEST(FlaxInit, WidthsModelsRefuseTheFlaxScheme) {
     load_case("mlp2-fmnist", {"init.scheme=flax"});
     FAIL() << "loaded";
   } catch (const InputError& error) {
-    EXPECT_THAT(error.what(), ::testing::HasSubstr("use jax-normal for a widths model"));
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("use jax-normal or torch for a widths model"));
   }
 }
 

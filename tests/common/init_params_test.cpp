@@ -1,5 +1,6 @@
 // init_mlp_params: JAX's initial-parameter scheme (normal(split(PRNGKey(seed))[i]) * scale,
-// zero biases) on the host.
+// zero biases) on the host; init_model_params leaves the torch scheme to ddp_ref.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "parity/common/case_spec.h"
 #include "parity/common/error.h"
 #include "parity/common/init_params.h"
 #include "pmap_engine/random.h"
@@ -120,6 +122,20 @@ TEST(InitParams, RejectsBadInput) {
   EXPECT_THROW(parity::init_mlp_params({10, -4}, 0, 0.01), parity::InputError);
   EXPECT_THROW(parity::init_mlp_params({10, 4}, uint64_t{1} << 63, 0.01), parity::InputError);
   EXPECT_NO_THROW(parity::init_mlp_params({10, 4}, (uint64_t{1} << 63) - 1, 0.01));
+}
+
+// LibTorch's constructors draw the torch scheme (ddp_ref::torch_init_params): asked of common,
+// which does not link LibTorch, it is an input error that says where the scheme is made.
+TEST(InitParams, TheTorchSchemeIsMadeByDdpRef) {
+  for (const char* name : {"mlp2-fmnist", "cnn-fmnist"}) {
+    const parity::CaseSpec spec = parity::load_case(name, {"init.scheme=torch"});
+    try {
+      parity::init_model_params(spec);
+      FAIL() << name << ": made";
+    } catch (const parity::InputError& error) {
+      EXPECT_THAT(error.what(), ::testing::HasSubstr("which ddp_ref makes")) << name;
+    }
+  }
 }
 
 }  // namespace

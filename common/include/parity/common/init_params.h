@@ -47,6 +47,8 @@ NamedTensors init_mlp_params_from_key(const std::vector<int64_t>& widths,
 // order) jax.random.normal(split(PRNGKey(seed), K)[i], shape) * scale, biases and norm biases
 // zero, norm scales one; "flax" is flax.linen's own initialisation (common/src/flax_init.h).
 // BatchNorm statistics are not in the file: both frameworks start them at mean 0, variance 1.
+// "torch" (LibTorch's constructors) is ddp_ref's (ddp_ref::torch_init_params): InputError here.
+// The CLI's make_init_params (cli/case_init.h) dispatches between the two.
 NamedTensors init_model_params(const CaseSpec& spec);
 
 // The key the `counter`-th self.param call (1-based) of the module at `module_path` ({"Residual_0",

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "parity/common/case_spec.h"
+#include "parity/common/host_tensor.h"
 #include "parity/common/producer.h"
 
 namespace parity::ddp_ref {
@@ -39,6 +40,14 @@ struct DdpOptions : ProducerOptions {
 // run lacks, an optimizer setting torch.optim lacks, a dtype this LibTorch cannot multiply),
 // before any rank starts. train() checks it too; a launcher calls it before starting processes.
 void check_options(const CaseSpec& spec, const DdpOptions& options);
+
+// init.scheme = "torch": the case's initial parameters as LibTorch's own module constructors
+// draw them after torch::manual_seed(init.seed) (Linear and Conv2d weights kaiming_uniform with
+// a = sqrt(5), their biases uniform(+-1/sqrt(fan_in)), norm scales one and biases zero), under
+// canonical names in Flax's layout, F32. Reseeds the process's default CPU generator: call it
+// before training, not beside it. InputError for a layers model ddp_ref cannot train (a layer
+// kind it does not build, sync BatchNorm, a dtype other than f32).
+NamedTensors torch_init_params(const CaseSpec& spec);
 
 // Trains the case on parallel.replicas ranks: all of them as threads of this process over a
 // HashStore (`place` nullopt), or this process's replicas / place->count consecutive ranks,
