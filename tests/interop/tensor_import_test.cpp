@@ -166,8 +166,11 @@ TEST(TensorsDiff, AnotherModelIsListedSideBySideAndExitsOne) {
               HasSubstr("dense0.kernel (24, 16) <- 3.weight | dense0.kernel (24, 8) <- "
                         "params/Dense_0/kernel"));
   EXPECT_THAT(result.output, HasSubstr("dense2.kernel (2, 2) <- 6.weight"));
+  // The BatchNorm statistics, the two other names that match, are compared as batch_stats.
   EXPECT_THAT(result.output,
-              HasSubstr("7 matched, 2 only in A, 0 only in B, 5 with another shape"));
+              HasSubstr("5 matched, 2 only in A, 0 only in B, 5 with another shape"));
+  EXPECT_THAT(result.output, HasSubstr("parity tensors diff of batch_stats and params: 7 names "
+                                       "matched, 7 unmatched, 5 of 7 compared tensors"));
   EXPECT_THAT(result.output, HasSubstr(": DIFFERENT"));
 }
 
