@@ -17,7 +17,7 @@
 namespace parity::interop {
 
 struct CaseModules {
-  std::set<std::string> paths;                              // every module with a tensor
+  std::set<std::string> paths;                              // every module, as grouped above
   std::map<std::string, std::vector<std::string>> by_kind;  // kind -> paths, creation order
   std::map<std::string, Shape> shapes;                      // parameter name -> its shape
   bool has_kind(const std::string& kind) const { return by_kind.count(kind) != 0; }
