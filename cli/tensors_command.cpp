@@ -2,9 +2,10 @@
 // and layouts, mapped onto canonical names (interop/param_names.h) and compared value by value
 // (compare/tensor_diff.h). The question a migration asks first: did my converted checkpoint
 // keep every parameter, in the right layout? Tensors pair within their group only (params,
-// grads: interop/tensor_import.h's split_tensor_groups): a gradient is never compared with a
-// parameter of the same name. With --case, a layers model's tensors take the case's Flax paths
-// as names (interop/param_names.h).
+// grads, batch_stats: interop/tensor_import.h's split_tensor_groups and map_tensor_groups, which
+// moves a saved model's BatchNorm statistics into batch_stats as a run directory records them):
+// a gradient is never compared with a parameter of the same name. With --case, a layers model's
+// tensors take the case's Flax paths as names (interop/param_names.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -23,31 +24,35 @@
 namespace parity::cli {
 namespace {
 
-// One file of the two, split into its groups (params, grads: interop/tensor_import.h).
+// One file of the two, split into its groups (params, grads, batch_stats:
+// interop/tensor_import.h) and mapped onto canonical names, its mappings naming the tensors as
+// the file does ("grads/0.weight"), group prefix included.
 struct Side {
   std::string label;      // "A", "B"
   std::string path;
-  std::string naming;     // auto, torch, flax
   std::string kind;       // from-names, params, grads
   std::string kind_flag;  // "--kind-a", to name in hints
   interop::GroupedTensors grouped;
+  std::map<std::string, interop::CanonicalParams> mapped;  // group -> its tensors, mapped
 };
 
 Side read_side(const std::string& label, const std::string& path, const std::string& naming,
-               const std::string& kind) {
+               const std::string& kind, const ModelShapes* layer_model) {
   const std::map<std::string, interop::TensorGroups> kinds = {
       {"from-names", interop::TensorGroups::kFromPrefixesOrModel},
       {"params", interop::TensorGroups::kParams},
       {"grads", interop::TensorGroups::kGrads}};
-  Side side{label, path, naming, kind, label == "A" ? "--kind-a" : "--kind-b", {}};
+  Side side{label, path, kind, label == "A" ? "--kind-a" : "--kind-b", {}, {}};
   side.grouped =
       interop::split_tensor_groups(interop::read_tensor_file(path), kinds.at(kind), path);
+  side.mapped = interop::map_tensor_groups(side.grouped, interop::param_naming_from_name(naming),
+                                           path, layer_model, true);
   return side;
 }
 
 std::string group_names(const Side& side) {
   std::vector<std::string> names;
-  for (const auto& entry : side.grouped.groups) names.push_back(entry.first);
+  for (const auto& entry : side.mapped) names.push_back(entry.first);
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
@@ -67,20 +72,6 @@ void print_groups(const Side& side) {
     std::cout << fmt::format("  set aside {}: parity's bookkeeping, not a tensor of the model\n",
                              name);
   }
-}
-
-// One group of a side on canonical names; mappings name the tensors as the file does
-// ("grads/0.weight"), group prefix included.
-interop::CanonicalParams map_group(const Side& side, const std::string& group,
-                                   const ModelShapes* layer_model) {
-  interop::CanonicalParams mapped = interop::to_canonical_params(
-      side.grouped.groups.at(group), interop::param_naming_from_name(side.naming),
-      fmt::format("{} ({})", side.path, group), layer_model);
-  if (side.grouped.whole_file) return mapped;
-  for (auto* list : {&mapped.mappings, &mapped.unmapped, &mapped.ignored}) {
-    for (interop::NameMapping& mapping : *list) mapping.source = group + "/" + mapping.source;
-  }
-  return mapped;
 }
 
 void print_mapping(const std::string& heading, const interop::CanonicalParams& mapped) {
@@ -147,21 +138,22 @@ void register_tensors_command(CLI::App& app, int& exit_status) {
         layer_model = infer_model_shapes(spec.model.layers, spec.model.input);
       }
     }
-    const Side a = read_side("A", arguments->a, arguments->naming_a, arguments->kind_a);
-    const Side b = read_side("B", arguments->b, arguments->naming_b, arguments->kind_b);
+    const ModelShapes* layers = layer_model ? &*layer_model : nullptr;
+    const Side a = read_side("A", arguments->a, arguments->naming_a, arguments->kind_a, layers);
+    const Side b = read_side("B", arguments->b, arguments->naming_b, arguments->kind_b, layers);
     print_groups(a);
     print_groups(b);
     // Groups pair by name only: a gradient is never compared with a parameter.
     std::vector<std::string> compared_groups, not_compared;
-    for (const auto& [group, group_tensors] : a.grouped.groups) {
-      if (b.grouped.groups.count(group) != 0) {
+    for (const auto& [group, mapped] : a.mapped) {
+      if (b.mapped.count(group) != 0) {
         compared_groups.push_back(group);
       } else {
         not_compared.push_back(fmt::format("{} (only A holds {})", group, group));
       }
     }
-    for (const auto& [group, group_tensors] : b.grouped.groups) {
-      if (a.grouped.groups.count(group) == 0) {
+    for (const auto& [group, mapped] : b.mapped) {
+      if (a.mapped.count(group) == 0) {
         not_compared.push_back(fmt::format("{} (only B holds {})", group, group));
       }
     }
@@ -176,9 +168,8 @@ void register_tensors_command(CLI::App& app, int& exit_status) {
     size_t num_matched = 0, num_unmatched = 0, num_outside = 0;
     std::vector<compare::TensorDelta> deltas;
     for (const std::string& group : compared_groups) {
-      const ModelShapes* layers = layer_model ? &*layer_model : nullptr;
-      const interop::CanonicalParams mapped_a = map_group(a, group, layers);
-      const interop::CanonicalParams mapped_b = map_group(b, group, layers);
+      const interop::CanonicalParams& mapped_a = a.mapped.at(group);
+      const interop::CanonicalParams& mapped_b = b.mapped.at(group);
       print_mapping(fmt::format("{}: A", group), mapped_a);
       print_mapping(fmt::format("{}: B", group), mapped_b);
       const interop::NameComparison names =

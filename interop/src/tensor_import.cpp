@@ -94,18 +94,27 @@ CaseModel case_model(const CaseSpec& spec) {
   return model;
 }
 
-// The names a group must hold: gradients are the parameters'; a "params" group that holds any
-// BatchNorm statistic is a saved model and must hold all of them.
-NamedTensors expected_names(const CaseModel& model, const std::string& group,
-                            const NamedTensors& mapped) {
-  if (group == kBatchStatsGroup) return model.batch_stats;
-  NamedTensors expected = model.params;
-  const bool holds_statistics =
-      group == kParamsGroup && std::any_of(mapped.begin(), mapped.end(), [&](const auto& entry) {
-        return model.batch_stats.count(entry.first) != 0;
-      });
-  if (holds_statistics) expected.insert(model.batch_stats.begin(), model.batch_stats.end());
-  return expected;
+// Moves `params`' statistics, tensors and mappings, into `batch_stats`.
+void move_statistics(CanonicalParams& params, CanonicalParams& batch_stats,
+                     const std::string& origin) {
+  for (const std::string& name : params.statistics) {
+    if (batch_stats.tensors.count(name) != 0) {
+      throw InputError(
+          fmt::format("{}: '{}' is both among the parameters (a saved model's statistic) and under "
+                      "'batch_stats/'; keep one",
+                      origin, name));
+    }
+    batch_stats.tensors.insert(params.tensors.extract(name));
+    batch_stats.statistics.insert(name);
+  }
+  const auto statistic = [&](const NameMapping& mapping) {
+    return params.statistics.count(mapping.canonical) != 0;
+  };
+  std::copy_if(params.mappings.begin(), params.mappings.end(),
+               std::back_inserter(batch_stats.mappings), statistic);
+  params.mappings.erase(std::remove_if(params.mappings.begin(), params.mappings.end(), statistic),
+                        params.mappings.end());
+  params.statistics.clear();
 }
 
 // Appends the mappings `all` does not list yet: a step's params and grads map alike.
@@ -202,6 +211,34 @@ GroupedTensors split_tensor_groups(const NamedTensors& tensors, TensorGroups gro
   return result;
 }
 
+std::map<std::string, CanonicalParams> map_tensor_groups(const GroupedTensors& grouped,
+                                                         ParamNaming naming, const fs::path& path,
+                                                         const ModelShapes* layer_model,
+                                                         bool name_groups) {
+  std::map<std::string, CanonicalParams> mapped;
+  for (const auto& [group, tensors] : grouped.groups) {
+    CanonicalParams& canonical = mapped[group] = to_canonical_params(
+        tensors, naming, fmt::format("{} ({})", path.string(), group), layer_model);
+    if (!name_groups || grouped.whole_file) continue;
+    for (auto* list : {&canonical.mappings, &canonical.unmapped, &canonical.ignored}) {
+      for (NameMapping& mapping : *list) mapping.source = group + "/" + mapping.source;
+    }
+  }
+  const auto params = mapped.find(kParamsGroup);
+  if (params == mapped.end() || params->second.statistics.empty()) return mapped;
+  if (mapped.count(kBatchStatsGroup) == 0) {
+    mapped[kBatchStatsGroup].naming = params->second.naming;
+  }
+  CanonicalParams& batch_stats = mapped.at(kBatchStatsGroup);
+  move_statistics(params->second, batch_stats, fmt::format("{} ({})", path.string(), kParamsGroup));
+  if (params->second.tensors.empty()) {  // statistics alone: its counters go with them
+    batch_stats.ignored.insert(batch_stats.ignored.end(), params->second.ignored.begin(),
+                               params->second.ignored.end());
+    mapped.erase(params);
+  }
+  return mapped;
+}
+
 TensorImportSummary import_tensors(const CaseSpec& spec, const TensorImport& request) {
   const RunDir run = read_run_dir(request.run_dir);
   if (run.info.case_hash != spec.hash()) {
@@ -219,24 +256,21 @@ TensorImportSummary import_tensors(const CaseSpec& spec, const TensorImport& req
   for (const SourceFile& source : sources) {
     const NamedTensors tensors = read_tensor_file(source.path);
     const GroupedTensors grouped = split_tensor_groups(tensors, request.groups, source.path);
-    for (const auto& [group, group_tensors] : grouped.groups) {
-      const std::string origin = fmt::format("{} ({})", source.path.string(), group);
-      const CanonicalParams mapped = to_canonical_params(group_tensors, request.naming, origin,
-                                                         model.layers ? &*model.layers : nullptr);
+    const std::map<std::string, CanonicalParams> mapped_groups = map_tensor_groups(
+        grouped, request.naming, source.path, model.layers ? &*model.layers : nullptr, false);
+    for (const auto& [group, mapped] : mapped_groups) {
       if (summary.mappings.empty()) summary.naming = mapped.naming;
       if (&source == &sources.front()) add_new_mappings(mapped.mappings, summary.mappings);
-      const NameComparison names =
-          compare_param_names(mapped.tensors, expected_names(model, group, mapped.tensors));
+      const NameComparison names = compare_param_names(
+          mapped.tensors, group == kBatchStatsGroup ? model.batch_stats : model.params);
       if (!names.all_matched()) {
         unmatched +=
-            fmt::format("{}, step {}:\n{}", origin, source.step,
+            fmt::format("{} ({}), step {}:\n{}", source.path.string(), group, source.step,
                         format_unmatched(names, "file", &mapped, "case " + spec.name, nullptr));
         continue;
       }
       for (const auto& [name, tensor] : mapped.tensors) {
-        // A saved model's statistics are recorded as the run directory's batch_stats group.
-        const bool statistic = model.batch_stats.count(name) != 0;
-        steps[source.step].emplace((statistic ? kBatchStatsGroup : group) + ("/" + name), tensor);
+        steps[source.step].emplace(group + "/" + name, tensor);
         ++summary.num_tensors;
       }
     }

@@ -18,6 +18,7 @@
 #include "parity/common/case_spec.h"
 #include "parity/common/model_layers.h"
 #include "parity/common/run_dir.h"
+#include "parity/common/tensor_file.h"
 #include "parity/compare/tensor_diff.h"
 #include "parity/interop/param_names.h"
 #include "parity/interop/tensor_import.h"
@@ -189,6 +190,46 @@ TEST(TensorsDiff, TorchAndFlaxCheckpointsOfCnnFmnistMatchOnTheCasesNames) {
   EXPECT_THAT(result.output,
               HasSubstr("Residual_2/Conv_2/kernel <- layer2.0.downsample.0.weight (axes moved"));
   EXPECT_THAT(result.output, HasSubstr("ignored layer2.0.downsample.1.num_batches_tracked"));
+}
+
+// A saved model against a run directory's step file as producers write it (params/, grads/,
+// batch_stats/): the state_dict's running statistics are compared as its batch_stats group, not
+// left over as parameters that only A holds. The step file is the state_dict imported as step
+// 0's parameters and statistics, with gradients (the parameters' values) imported beside them.
+TEST(TensorsDiff, ATorchStateDictPairsItsStatisticsWithARunsBatchStats) {
+  testing::TempDir dir;
+  const fs::path run = dir.path("run");
+  const fs::path state_dict = kWeightsDir / "resnet_torch.safetensors";
+  NamedTensors grads;
+  for (const auto& [name, tensor] : read_tensor_file(state_dict)) {
+    const bool buffer = name.find(".running_") != std::string::npos ||
+                        name.find("num_batches_tracked") != std::string::npos;
+    if (!buffer) grads.emplace(name, tensor);
+  }
+  write_safetensors(dir.path("grads.safetensors"), grads);
+  std::ofstream(dir.path("log.jsonl")) << "{\"step\": 0, \"loss\": 2.3}\n";
+  for (const std::string& command :
+       {fmt::format("import metrics {} --case cnn-fmnist --set train.steps=1 --map loss=loss "
+                    "--out {}",
+                    dir.path("log.jsonl").string(), run.string()),
+        fmt::format("import tensors {} --kind params --step 0 --case cnn-fmnist --set "
+                    "train.steps=1 --out {}",
+                    state_dict.string(), run.string()),
+        fmt::format("import tensors {} --kind grads --step 0 --case cnn-fmnist --set "
+                    "train.steps=1 --out {}",
+                    dir.path("grads.safetensors").string(), run.string())}) {
+    const auto result = testing::run_command(parity(command));
+    ASSERT_EQ(result.exit_code, 0) << command << "\n" << result.output;
+  }
+  const auto result = testing::run_command(
+      parity(fmt::format("tensors diff {} {}/tensors/step_000000.safetensors --case cnn-fmnist",
+                         state_dict.string(), run.string())));
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output,
+              HasSubstr("parity tensors diff of batch_stats and params: 52 names matched, 0 "
+                        "unmatched, 0 of 52 compared tensors outside rtol 0 atol 0: same; not "
+                        "compared: grads (only B holds grads)"));
+  EXPECT_THAT(result.output, HasSubstr("Residual_3/BatchNorm_1/mean <- layer2.1.bn2.running_mean"));
 }
 
 TEST(TensorImport, ATorchResNetStateDictImportsAsTheRunsParamsAndBatchStats) {

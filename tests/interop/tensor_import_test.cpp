@@ -85,20 +85,21 @@ TEST(ParamNames, ATorchLinearWeightIsTransposedIntoAKernel) {
   EXPECT_EQ(std::vector<float>(values, values + 6), (std::vector<float>{1, 4, 2, 5, 3, 6}));
 }
 
+// Swin's relative position bias: a leaf no rule knows.
 TEST(ParamNames, LeavesWithNoRuleKeepTheirNamesAndSayWhy) {
   const NamedTensors source = {
-      {"attn.in_proj_weight", HostTensor::zeros(DType::F32, {6, 2})},
+      {"attn.relative_position_bias_table", HostTensor::zeros(DType::F32, {6, 2})},
       {"out.weight", HostTensor::zeros(DType::F32, {2, 2})},
   };
   const CanonicalParams mapped = to_canonical_params(source, ParamNaming::kAuto, "test");
   ASSERT_EQ(mapped.unmapped.size(), 1u);
-  EXPECT_EQ(mapped.unmapped[0].source, "attn.in_proj_weight");
-  EXPECT_EQ(mapped.tensors.count("attn.in_proj_weight"), 1u);
+  EXPECT_EQ(mapped.unmapped[0].source, "attn.relative_position_bias_table");
+  EXPECT_EQ(mapped.tensors.count("attn.relative_position_bias_table"), 1u);
   const NameComparison names = compare_param_names(
       mapped.tensors, {{"dense0.kernel", HostTensor::zeros(DType::F32, {2, 2})}});
   const std::string table = format_unmatched(names, "file", &mapped, "case", nullptr);
-  EXPECT_THAT(table, HasSubstr("attn.in_proj_weight (6, 2)"));
-  EXPECT_THAT(table, HasSubstr("file 'attn.in_proj_weight' kept its name: no rule"));
+  EXPECT_THAT(table, HasSubstr("attn.relative_position_bias_table (6, 2)"));
+  EXPECT_THAT(table, HasSubstr("file 'attn.relative_position_bias_table' kept its name: no rule"));
 }
 
 TEST(ParamNames, NamesOfNeitherFrameworkAskForNaming) {
@@ -165,8 +166,11 @@ TEST(TensorsDiff, AnotherModelIsListedSideBySideAndExitsOne) {
               HasSubstr("dense0.kernel (24, 16) <- 3.weight | dense0.kernel (24, 8) <- "
                         "params/Dense_0/kernel"));
   EXPECT_THAT(result.output, HasSubstr("dense2.kernel (2, 2) <- 6.weight"));
+  // The BatchNorm statistics, the two other names that match, are compared as batch_stats.
   EXPECT_THAT(result.output,
-              HasSubstr("7 matched, 2 only in A, 0 only in B, 5 with another shape"));
+              HasSubstr("5 matched, 2 only in A, 0 only in B, 5 with another shape"));
+  EXPECT_THAT(result.output, HasSubstr("parity tensors diff of batch_stats and params: 7 names "
+                                       "matched, 7 unmatched, 5 of 7 compared tensors"));
   EXPECT_THAT(result.output, HasSubstr(": DIFFERENT"));
 }
 

@@ -49,6 +49,20 @@ struct GroupedTensors {
 GroupedTensors split_tensor_groups(const NamedTensors& tensors, TensorGroups groups,
                                    const std::filesystem::path& path);
 
+// A file's groups on canonical names: to_canonical_params with `naming` and `layer_model`, each
+// group's errors naming "<path> (<group>)". A params group's statistics (BatchNorm's running
+// mean and variance, which a saved model holds with its parameters: a state_dict, Flax's
+// variables, Flax variables logged as params) move into the batch_stats group, as a run
+// directory records them, so that a saved model's statistics pair with a step file's. Mapped
+// sources are named as in their group ("0.weight"), or, with `name_groups` and a file split by
+// its prefixes, as in the file ("params/0.weight"). InputError when params and batch_stats hold
+// the same statistic.
+std::map<std::string, CanonicalParams> map_tensor_groups(const GroupedTensors& grouped,
+                                                         ParamNaming naming,
+                                                         const std::filesystem::path& path,
+                                                         const ModelShapes* layer_model,
+                                                         bool name_groups);
+
 struct TensorImport {
   // A tensor file, or a directory of step_NNNNNN.safetensors / step_NNNNNN.npz files.
   std::filesystem::path source;
@@ -69,9 +83,9 @@ struct TensorImportSummary {
   std::vector<NameMapping> mappings;        // of the first file's groups, for the printout
 };
 
-// Reads every source file, maps each group onto the case's canonical names and shapes (params
-// and grads: the parameters'; batch_stats: BatchNorm's statistics; a params group holding any
-// statistic, a saved model: both, its statistics recorded as batch_stats), and only when every
+// Reads every source file, maps each group onto the case's canonical names and shapes
+// (map_tensor_groups; params and grads: the parameters'; batch_stats: BatchNorm's statistics,
+// a saved model's included), and only when every
 // group of every file matches them exactly writes tensors/step_NNNNNN.safetensors (merged with
 // what the run recorded there). Otherwise throws InputError with the unmatched names side by
 // side (format_unmatched), writing nothing.
