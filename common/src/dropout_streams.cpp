@@ -1,7 +1,5 @@
 #include "parity/common/dropout_streams.h"
 
-#include <vector>
-
 #include "parity/common/flax_rng.h"
 #include "parity/common/model_layers.h"
 
@@ -30,11 +28,11 @@ std::vector<std::string> split_path(const std::string& site) {
 // The dropout sites of `layers`, named by `namer` under `path`; a residual's branch and
 // projection share its namer (its projection's modules continue the branch's counters).
 void collect_sites(const std::vector<LayerSpec>& layers, ModuleNamer& namer,
-                   const std::vector<std::string>& path, std::map<std::string, double>& sites) {
+                   const std::vector<std::string>& path, std::vector<DropoutSite>& sites) {
   for (const LayerSpec& layer : layers) {
     std::vector<std::string> child = path;
     child.push_back(namer.next(layer.kind));
-    if (layer.kind == "dropout" && layer.rate > 0) sites.emplace(join_path(child), layer.rate);
+    if (layer.kind == "dropout" && layer.rate > 0) sites.push_back({join_path(child), layer.rate});
     if (layer.kind != "residual") continue;
     ModuleNamer inner;
     collect_sites(layer.layers, inner, child, sites);
@@ -44,8 +42,8 @@ void collect_sites(const std::vector<LayerSpec>& layers, ModuleNamer& namer,
 
 }  // namespace
 
-std::map<std::string, double> dropout_sites(const ModelSpec& model) {
-  std::map<std::string, double> sites;
+std::vector<DropoutSite> dropout_sites(const ModelSpec& model) {
+  std::vector<DropoutSite> sites;
   ModuleNamer namer;
   collect_sites(model.layers, namer, {}, sites);
   return sites;

@@ -28,6 +28,13 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Each dropout site's rate by its path, the names the step's draws carry.
+std::map<std::string, double> dropout_rates(const ModelSpec& model) {
+  std::map<std::string, double> rates;
+  for (const DropoutSite& site : dropout_sites(model)) rates.emplace(site.path, site.rate);
+  return rates;
+}
+
 // Pitfall P4 as 000 §4.4 describes it: every device initialises its own parameters, from
 // fold_in(PRNGKey(seed), device), instead of one initialisation broadcast to all.
 pe::Tree initialise_per_device(const CaseSpec& spec, int64_t num_devices, pe::DType dtype) {
@@ -56,7 +63,7 @@ EngineTrainer::EngineTrainer(const CaseSpec& spec, const EngineOptions& options,
       train_(load_case_dataset(spec, "train")),
       checkpoint_step_(cases::resume_step(spec, program_)),
       has_model_state_(!spec.model.layers.empty()),
-      dropout_sites_(dropout_sites(spec.model)),
+      dropout_rates_(dropout_rates(spec.model)),
       dropout_keys_(spec.rng) {
   const int64_t local_devices = num_devices_ / process.count();
   pe::Tree initial = cases::params_from_tensors(read_safetensors(options.init_file).tensors,
@@ -88,7 +95,7 @@ pe::Tree EngineTrainer::device_params(int64_t d) const {
 std::vector<pe::Tree> EngineTrainer::step_arguments(const StepInputs& batch, int64_t step) {
   std::vector<pe::Tree> args = {params_, opt_state_, batch.inputs, batch.targets};
   if (has_model_state_) args.push_back(batch_stats_);
-  if (!dropout_sites_.empty()) args.emplace_back(next_dropout_key(step));
+  if (!dropout_rates_.empty()) args.emplace_back(next_dropout_key(step));
   return args;
 }
 
@@ -111,7 +118,7 @@ std::vector<MaskDraw> EngineTrainer::dropout_draws(int64_t step, const pe::Tree&
       const auto begin = keep.begin() + static_cast<std::ptrdiff_t>(per_device * static_cast<size_t>(d));
       const std::vector<uint8_t> mask(begin, begin + static_cast<std::ptrdiff_t>(per_device));
       const auto word = [&](size_t i) { return static_cast<uint32_t>(keys[2 * static_cast<size_t>(d) + i]); };
-      recorded.push_back(summarise_mask(step, d, site, dropout_sites_.at(site), mask,
+      recorded.push_back(summarise_mask(step, d, site, dropout_rates_.at(site), mask,
                                         RngKeyWords{word(0), word(1)}));
     }
   }
@@ -135,7 +142,7 @@ ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
     opt_state_ = out[1];
     if (has_model_state_) batch_stats_ = out[4];
     StepRecord record = reduce_metrics(step, batch, out);
-    if (!dropout_sites_.empty() && recorder_->writes()) {
+    if (!dropout_rates_.empty() && recorder_->writes()) {
       record.rng_draws = dropout_draws(step, out[5]);
     }
     global_loss_ = record.loss;

@@ -67,7 +67,7 @@ class EngineTrainer {
   const bool has_model_state_;
   pe::Tree batch_stats_;
   // A model with dropout: the sites' rates and the step keys.
-  const std::map<std::string, double> dropout_sites_;
+  const std::map<std::string, double> dropout_rates_;
   DropoutKeys dropout_keys_;
   std::vector<double> step_seconds_;
   int64_t peak_bytes_per_device_ = 0;  // of the placements before the current one

@@ -78,14 +78,18 @@ std::vector<SourceFile> list_sources(const TensorImport& request) {
 
 // The case's model under canonical names: what each imported group must match.
 struct CaseModel {
-  NamedTensors params;       // its initial parameters (init_model_params)
+  NamedTensors params;       // its parameters' names and shapes (values of no meaning)
   NamedTensors batch_stats;  // BatchNorm's statistics, zeros of their shapes; layers models only
   std::optional<ModelShapes> layers;  // a layers model's shapes and Flax names
 };
 
 CaseModel case_model(const CaseSpec& spec) {
   CaseModel model;
-  model.params = init_model_params(spec);
+  // Only names and shapes count here, and they do not depend on the scheme; "torch" is made by
+  // ddp_ref, which interop does not link, so the JAX scheme stands in for it.
+  CaseSpec any_scheme = spec;
+  any_scheme.init.scheme = "jax-normal";
+  model.params = init_model_params(any_scheme);
   if (spec.model.layers.empty()) return model;
   model.layers = infer_model_shapes(spec.model.layers, spec.model.input);
   for (const ModelTensor& tensor : model.layers->batch_stats) {

@@ -5,17 +5,24 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
+#include <vector>
 
 #include "parity/common/case_spec.h"
 #include "pmap_engine/random.h"
 
 namespace parity {
 
-// Each dropout layer with a rate above 0, by its module path ("Dropout_0",
-// "Residual_1/Dropout_0", as infer_model_shapes names modules): its drop rate.
-std::map<std::string, double> dropout_sites(const ModelSpec& model);
+// A dropout layer with a rate above 0: its module path ("Dropout_0", "Residual_1/Dropout_0", as
+// infer_model_shapes names modules) and its drop rate.
+struct DropoutSite {
+  std::string path;
+  double rate = 0;
+};
+
+// The model's dropout sites in the order its layers apply them (a residual's branch, then its
+// projection).
+std::vector<DropoutSite> dropout_sites(const ModelSpec& model);
 
 // The keys of one run, step by step.
 class DropoutKeys {
