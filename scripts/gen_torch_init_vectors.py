@@ -22,7 +22,7 @@ residual block's branch before its projection (ddp_ref/src/layer_model.cpp, resi
     embedding drawn at construction as torchvision's VisionTransformer draws it
     (torchvision/models/vision_transformer.py, Encoder: normal_(std=0.02)), per encoder block
     LayerNorm, MultiheadAttention(E, heads), LayerNorm, Linear-GELU-Linear, then the final
-    LayerNorm and the Linear head. Not tested yet: ddp_ref does not build the Transformer kinds.
+    LayerNorm and the Linear head.
 Values go to the canonical names and Flax's layouts (docs/model-layers.md): Linear weight
 (out, in) -> kernel (in, out); Conv2d weight OIHW -> kernel HWIO; BatchNorm and LayerNorm weight
 -> scale; MultiheadAttention's in_proj_weight (3E, E) -> its three row blocks, each transposed

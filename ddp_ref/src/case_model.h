@@ -3,6 +3,7 @@
 // and layouts (Flax's: docs/model-layers.md).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,26 +14,46 @@
 
 namespace parity::ddp_ref {
 
-// How a torch parameter is laid out relative to its canonical (Flax) tensor.
+// How a torch parameter (or the rows of it that one canonical tensor holds) is laid out
+// relative to its canonical (Flax) tensor. H heads of D features each, E = H * D.
 enum class ParamLayout {
-  kSame,    // biases, norm scales
-  kLinear,  // Linear weight (out, in) <-> dense kernel (in, out)
-  kConv2d,  // Conv2d weight OIHW <-> conv kernel HWIO
+  kSame,       // biases, norm scales, cls, pos_embedding
+  kLinear,     // Linear weight (out, in) <-> dense kernel (in, out)
+  kConv2d,     // Conv2d weight OIHW <-> conv kernel HWIO
+  kHeadsIn,    // in_proj_weight rows (H * D, E) <-> query/key/value kernel (E, H, D)
+  kHeadsBias,  // in_proj_bias rows (H * D) <-> query/key/value bias (H, D)
+  kHeadsOut,   // out_proj.weight (E, H * D) <-> out kernel (H, D, E)
+};
+
+// The rows [first, first + count) of a torch tensor's first axis; count 0: all of them.
+// MultiheadAttention packs query, key and value into one in_proj_weight (3E, E) and one
+// in_proj_bias (3E), each of them three canonical tensors.
+struct TensorRows {
+  int64_t first = 0;
+  int64_t count = 0;
 };
 
 struct CanonicalParam {
   std::string name;  // "Conv_0/kernel", "dense0.bias"
-  torch::Tensor tensor;
+  torch::Tensor tensor;  // the torch parameter, as parameters() lists it
   ParamLayout layout = ParamLayout::kSame;
+  TensorRows rows;
+  int64_t heads = 0;  // H, for the kHeads* layouts
 };
+
+// The part of `tensor` (the param's torch tensor, or its gradient) that `param` names, in
+// torch's layout.
+torch::Tensor canonical_part(const CanonicalParam& param, const torch::Tensor& tensor);
 
 class CaseModelImpl : public torch::nn::Module {
  public:
   // rows: the dataset's flat rows [B, D] -> the model's outputs [B, classes or targets].
   virtual torch::Tensor forward(torch::Tensor rows) = 0;
 
-  // Every parameter, in the order of parameters() (the order DDP's Reducer and the optimizer
-  // see them).
+  // Every canonical tensor, their torch tensors met in the order of parameters() (the order
+  // DDP's Reducer and the optimizer see them); a torch tensor packing several (in_proj_weight)
+  // is named once per part, the parts of two packed tensors interleaved as Flax names them
+  // (query kernel, query bias, key kernel, ...).
   const std::vector<CanonicalParam>& canonical_params() const { return canonical_params_; }
 
   // BatchNorm's running statistics under canonical names ("BatchNorm_0/mean", ".../var") in
@@ -40,7 +61,12 @@ class CaseModelImpl : public torch::nn::Module {
   virtual NamedTensors export_batch_stats() const { return {}; }
 
  protected:
-  void add_canonical_param(std::string name, torch::Tensor tensor, ParamLayout layout);
+  void add_canonical_param(std::string name, torch::Tensor tensor, ParamLayout layout,
+                           TensorRows rows = {}, int64_t heads = 0);
+  // Checks that the canonical tensors cover parameters() exactly and in order: each torch
+  // tensor's first canonical part comes in parameters()' order, and its parts take its rows
+  // in order, every row once.
+  void check_canonical_params() const;
 
  private:
   std::vector<CanonicalParam> canonical_params_;

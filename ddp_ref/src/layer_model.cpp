@@ -5,7 +5,6 @@
 #include <array>
 #include <cmath>
 #include <limits>
-#include <set>
 
 #include "parity/common/error.h"
 #include "parity/common/layer_search.h"
@@ -73,6 +72,33 @@ torch::Tensor run_layers(const Layers& layers, torch::Tensor x) {
   return x;
 }
 
+// The shape in torch's layout of the part of a torch tensor that holds a canonical tensor of
+// shape `c` (H heads of D features, E features: docs/model-layers.md).
+std::vector<int64_t> torch_shape(const std::vector<int64_t>& c, ParamLayout layout) {
+  switch (layout) {
+    case ParamLayout::kLinear:
+      return {c[1], c[0]};
+    case ParamLayout::kConv2d:
+      return {c[3], c[2], c[0], c[1]};
+    case ParamLayout::kHeadsIn:  // (E, H, D) <- (H * D, E)
+      return {c[1] * c[2], c[0]};
+    case ParamLayout::kHeadsBias:  // (H, D) <- (H * D)
+      return {c[0] * c[1]};
+    case ParamLayout::kHeadsOut:  // (H, D, E) <- (E, H * D)
+      return {c[2], c[0] * c[1]};
+    case ParamLayout::kSame:
+      break;
+  }
+  return c;
+}
+
+// H, for the layouts that split heads.
+int64_t heads_of(const std::vector<int64_t>& canonical, ParamLayout layout) {
+  if (layout == ParamLayout::kHeadsIn) return canonical[1];
+  if (layout == ParamLayout::kHeadsBias || layout == ParamLayout::kHeadsOut) return canonical[0];
+  return 0;
+}
+
 }  // namespace
 
 // One BatchNorm's running statistics and what converting them needs.
@@ -92,11 +118,7 @@ LayerModelImpl::LayerModelImpl(const ModelSpec& spec)
   layers_ = build(spec.layers, shape);
   PARITY_CHECK(next_param_ == shapes_.params.size() && next_stat_ == shapes_.batch_stats.size());
   // DDP's Reducer and the optimizer see parameters(); the canonical names must follow it.
-  const std::vector<torch::Tensor> params = parameters();
-  PARITY_CHECK(params.size() == canonical_params().size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    PARITY_CHECK(params[i].is_same(canonical_params()[i].tensor));
-  }
+  check_canonical_params();
 }
 
 torch::Tensor LayerModelImpl::forward(torch::Tensor rows) {
@@ -114,17 +136,22 @@ Holder LayerModelImpl::add_module(Holder module) {
   return register_module(fmt::format("layer{}", children().size()), std::move(module));
 }
 
-void LayerModelImpl::take_param(const torch::Tensor& tensor, ParamLayout layout) {
+// Module::parameters() lists a module's own parameters before its submodules'
+// (torch/csrc/api/src/nn/module.cpp: named_parameters walks apply(), the module first), so a
+// parameter registered on the model itself would come first rather than at its layer: each
+// one is a one-entry ParameterDict, registered in layer order like the other modules.
+torch::Tensor LayerModelImpl::add_parameter(const std::string& name, torch::Tensor initial) {
+  auto holder = add_module(torch::nn::ParameterDict());
+  return holder->insert(name, initial.requires_grad_());
+}
+
+void LayerModelImpl::take_param(const torch::Tensor& tensor, ParamLayout layout,
+                                TensorRows rows) {
   PARITY_CHECK(next_param_ < shapes_.params.size());
   const ModelTensor& canonical = shapes_.params[next_param_++];
-  add_canonical_param(canonical.name, tensor, layout);
-  // The canonical shape is the torch shape in Flax's order.
-  std::vector<int64_t> torch_shape = canonical.shape;
-  if (layout == ParamLayout::kLinear) std::swap(torch_shape[0], torch_shape[1]);
-  if (layout == ParamLayout::kConv2d) {
-    torch_shape = {canonical.shape[3], canonical.shape[2], canonical.shape[0], canonical.shape[1]};
-  }
-  PARITY_CHECK(tensor.sizes().vec() == torch_shape);
+  add_canonical_param(canonical.name, tensor, layout, rows, heads_of(canonical.shape, layout));
+  PARITY_CHECK(canonical_part(canonical_params().back(), tensor).sizes().vec() ==
+               torch_shape(canonical.shape, layout));
 }
 
 std::vector<LayerModelImpl::Layer> LayerModelImpl::build(const std::vector<LayerSpec>& layers,
@@ -185,6 +212,21 @@ LayerModelImpl::Layer LayerModelImpl::build_layer(const LayerSpec& layer,
     auto dropout = add_module(torch::nn::Dropout(layer.rate));
     return [dropout = dropout.ptr()](const torch::Tensor& x) { return dropout->forward(x); };
   }
+  return transformer_layer(layer, input);
+}
+
+// Tokens are (batch, tokens, features) from patch_embed on; dense and layer_norm apply to their
+// last axis as they are.
+LayerModelImpl::Layer LayerModelImpl::transformer_layer(const LayerSpec& layer,
+                                                        const std::vector<int64_t>& input) {
+  const std::string& kind = layer.kind;
+  if (kind == "patch_embed") return patch_embed(layer, input);
+  if (kind == "class_token") return class_token(input);
+  if (kind == "pos_embed") return pos_embed(input);
+  if (kind == "attention") return attention(layer, input);
+  if (kind == "mlp_block") return mlp_block(layer, input);
+  if (kind == "mean_tokens") return [](const torch::Tensor& x) { return x.mean(1); };
+  if (kind == "take_class_token") return [](const torch::Tensor& x) { return x.select(1, 0); };
   throw InternalError("layer kind '" + kind + "' passed case validation");
 }
 
@@ -273,6 +315,90 @@ LayerModelImpl::Layer LayerModelImpl::residual(const LayerSpec& layer,
   };
 }
 
+// Flax: nn.Conv(kernel_size=strides=patch, padding="VALID"), then x.reshape((n, h * w, c))
+// (vit_jax/models_vit.py, VisionTransformer); torch: Conv2d(stride=patch), then
+// flatten(2).transpose(1, 2) (torchvision/models/vision_transformer.py,
+// VisionTransformer._process_input). Both list the patches row-major over (h, w).
+LayerModelImpl::Layer LayerModelImpl::patch_embed(const LayerSpec& layer,
+                                                  const std::vector<int64_t>& input) {
+  LayerSpec patches = layer;
+  patches.strides = layer.kernel;
+  patches.padding = LayerPadding{};  // VALID
+  const Layer embed = conv(patches, input);
+  return [embed](const torch::Tensor& x) { return embed(x).flatten(2).transpose(1, 2); };
+}
+
+// torchvision's VisionTransformer: class_token = nn.Parameter(torch.zeros(1, 1, hidden_dim)),
+// expanded over the batch and put before the tokens (torch.cat(..., dim=1)), as
+// vit_jax/models_vit.py prepends its zero-initialised `cls`.
+LayerModelImpl::Layer LayerModelImpl::class_token(const std::vector<int64_t>& input) {
+  const torch::Tensor cls = add_parameter("cls", torch::zeros({1, 1, input.back()}));
+  take_param(cls, ParamLayout::kSame);
+  return [cls](const torch::Tensor& x) {
+    return torch::cat({cls.expand({x.size(0), -1, -1}), x}, 1);
+  };
+}
+
+// torchvision's Encoder: pos_embedding = nn.Parameter(torch.empty(1, seq_length, hidden_dim)
+// .normal_(std=0.02)), drawn from the default generator at construction, and added
+// (vit_jax/models_vit.py, AddPositionEmbs).
+LayerModelImpl::Layer LayerModelImpl::pos_embed(const std::vector<int64_t>& input) {
+  const torch::Tensor pos_embedding =
+      add_parameter("pos_embedding", torch::empty({1, input[0], input[1]}).normal_(0.0, 0.02));
+  take_param(pos_embedding, ParamLayout::kSame);
+  return [pos_embedding](const torch::Tensor& x) { return x + pos_embedding; };
+}
+
+// Self-attention as a PyTorch user has it: torch::nn::MultiheadAttention, query, key and value
+// packed into in_proj_weight (3E, E) and in_proj_bias (3E); Flax's query, key and value are
+// their rows [0, E), [E, 2E) and [2E, 3E), the order multi_head_attention_forward chunks the
+// packed projection in. Both scale the projected query (bias included) by 1/sqrt(D), D = E / H,
+// before its dot product with the keys: Flax divides (flax/linen/attention.py,
+// dot_product_attention_weights: query / jnp.sqrt(depth)), torch's Python divides
+// (torch/nn/functional.py, multi_head_attention_forward: q / math.sqrt(E), E its head dim) and
+// LibTorch multiplies by 1 / std::sqrt(head_dim) (torch/nn/functional/activation.h,
+// multi_head_attention_forward): the same rounding when sqrt(D) is a power of two, as for
+// vit-fmnist's D = 16, within an ulp of the scaled query otherwise.
+LayerModelImpl::Layer LayerModelImpl::attention(const LayerSpec& layer,
+                                                const std::vector<int64_t>& input) {
+  const int64_t width = input.back();
+  auto mha = add_module(torch::nn::MultiheadAttention(
+      torch::nn::MultiheadAttentionOptions(width, layer.heads).dropout(layer.rate)));
+  for (int64_t i = 0; i < 3; ++i) {  // query, key, value
+    take_param(mha->in_proj_weight, ParamLayout::kHeadsIn, {i * width, width});
+    take_param(mha->in_proj_bias, ParamLayout::kHeadsBias, {i * width, width});
+  }
+  take_param(mha->out_proj->weight, ParamLayout::kHeadsOut);
+  take_param(mha->out_proj->bias, ParamLayout::kSame);
+  return [mha = mha.ptr()](const torch::Tensor& x) {
+    // LibTorch 1.13's MultiheadAttentionOptions has no batch_first: it reads (L, N, E).
+    const torch::Tensor sequence_first = x.transpose(0, 1);
+    return std::get<0>(mha->forward(sequence_first, sequence_first, sequence_first, {},
+                                    /*need_weights=*/false))
+        .transpose(0, 1);
+  };
+}
+
+// vit_jax/models_vit.py MlpBlock (without its dropout): Dense(mlp_dim) -> gelu -> Dense(width),
+// as torchvision's MLPBlock: Linear -> GELU -> Linear. The two dense layers take the next
+// canonical names, MlpBlock_i/Dense_0 and MlpBlock_i/Dense_1.
+LayerModelImpl::Layer LayerModelImpl::mlp_block(const LayerSpec& layer,
+                                                const std::vector<int64_t>& input) {
+  const auto sublayer = [&layer](const std::string& kind, int64_t features) {
+    LayerSpec spec;
+    spec.kind = kind;
+    spec.features = features;
+    spec.approximate = layer.approximate;
+    spec.origin = layer.origin;
+    return spec;
+  };
+  std::vector<int64_t> shape = input;
+  const std::vector<Layer> layers = build(
+      {sublayer("dense", layer.features), sublayer("gelu", 0), sublayer("dense", input.back())},
+      shape);
+  return [layers](const torch::Tensor& x) { return run_layers(layers, x); };
+}
+
 NamedTensors LayerModelImpl::export_batch_stats() const {
   NamedTensors out;
   for (const auto& state : batch_norms_) {
@@ -304,18 +430,6 @@ torch::Tensor flax_running_var(const torch::Tensor& torch_var, double momentum, 
 
 void check_layers_trainable(const CaseSpec& spec) {
   if (spec.model.layers.empty()) return;
-  const auto is_transformer_kind = [](const LayerSpec& layer) {
-    static const std::set<std::string> kinds = {"patch_embed", "class_token",  "pos_embed",
-                                                 "attention",   "mlp_block",    "mean_tokens",
-                                                 "take_class_token"};
-    return kinds.count(layer.kind) > 0;
-  };
-  if (const LayerSpec* layer = find_layer(spec.model.layers, is_transformer_kind)) {
-    throw InputError(fmt::format(
-        "case {}: model.layers: {} at {}: ddp_ref's LibTorch model builds the CNN kinds only so "
-        "far (docs/model-layers.md); the Transformer kinds train on the engine alone for now",
-        spec.name, layer->kind, layer->origin));
-  }
   if (find_layer(spec.model.layers,
                  [](const LayerSpec& layer) { return layer.kind == "batch_norm" && layer.sync; })) {
     // torch.nn.SyncBatchNorm is CUDA-only in PyTorch 1.13 (torch/nn/modules/batchnorm.py,

@@ -4,7 +4,8 @@
 //
 // Activations run NCHW (torch's layout): the dataset's flat rows are reshaped to [model] input
 // (NHWC, as Flax reads them) and permuted to NCHW once; the layers that read the channel axis
-// last in Flax (dense, layer_norm, flatten) move it back where Flax has it.
+// last in Flax (dense, layer_norm, flatten) move it back where Flax has it. Tokens are
+// (batch, tokens, features) in both frameworks, from patch_embed on.
 #pragma once
 
 #include <functional>
@@ -35,18 +36,26 @@ class LayerModelImpl : public CaseModelImpl {
   // `shape` is their output's.
   std::vector<Layer> build(const std::vector<LayerSpec>& layers, std::vector<int64_t>& shape);
   Layer build_layer(const LayerSpec& layer, const std::vector<int64_t>& input);
+  Layer transformer_layer(const LayerSpec& layer, const std::vector<int64_t>& input);
   Layer dense(const LayerSpec& layer, const std::vector<int64_t>& input);
   Layer conv(const LayerSpec& layer, const std::vector<int64_t>& input);
   Layer batch_norm(const LayerSpec& layer, const std::vector<int64_t>& input);
   Layer layer_norm(const LayerSpec& layer, const std::vector<int64_t>& input);
   Layer residual(const LayerSpec& layer, const std::vector<int64_t>& input);
+  Layer patch_embed(const LayerSpec& layer, const std::vector<int64_t>& input);
+  Layer class_token(const std::vector<int64_t>& input);
+  Layer pos_embed(const std::vector<int64_t>& input);
+  Layer attention(const LayerSpec& layer, const std::vector<int64_t>& input);
+  Layer mlp_block(const LayerSpec& layer, const std::vector<int64_t>& input);
 
   // Registers a submodule under a unique torch name.
   template <typename Holder>
   Holder add_module(Holder module);
-  // Names `tensor` with the next canonical parameter name infer_model_shapes gave, checking
-  // that the two agree on its shape.
-  void take_param(const torch::Tensor& tensor, ParamLayout layout);
+  // A parameter of its own (cls, pos_embedding), `initial` its value, in a submodule of its own.
+  torch::Tensor add_parameter(const std::string& name, torch::Tensor initial);
+  // Names `rows` of `tensor` (all of it by default) with the next canonical parameter name
+  // infer_model_shapes gave, checking that the two agree on its shape.
+  void take_param(const torch::Tensor& tensor, ParamLayout layout, TensorRows rows = {});
 
   std::vector<int64_t> input_;
   ModelShapes shapes_;  // the canonical names, in the order the layers are built

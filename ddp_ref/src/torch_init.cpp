@@ -12,6 +12,12 @@
 //   - BatchNorm, LayerNorm: weight ones, bias zeros, no draw (batchnorm.py,
 //     _NormBase.reset_parameters; normalization.py, LayerNorm.reset_parameters; LibTorch:
 //     NormImplBase::reset_parameters in .../modules/batchnorm.h).
+//   - MultiheadAttention: its out_proj Linear first (the two draws above), then in_proj_weight
+//     xavier_uniform_, in_proj_bias and out_proj.bias zeros (activation.py,
+//     MultiheadAttention.__init__ and _reset_parameters; LibTorch: MultiheadAttentionImpl::reset
+//     and _reset_parameters, compiled into libtorch).
+//   - The ViT's own parameters (layer_model.cpp, as torchvision's VisionTransformer): the class
+//     token zeros, pos_embedding normal_(std=0.02), drawn where its layer is built.
 // So seeding the generator and constructing the modules in ddp_ref's order (the case's layer
 // order, a residual's branch before its projection: layer_model.h) draws what a PyTorch user's
 // model constructed in that order draws after torch.manual_seed(seed), bit for bit: both run the

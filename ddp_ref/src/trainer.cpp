@@ -90,7 +90,7 @@ std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& params
 
 void check_gradients_finite(const CaseModelImpl& model, int64_t step) {
   for (const CanonicalParam& param : model.canonical_params()) {
-    if (!torch::isfinite(param.tensor.grad()).all().item<bool>()) {
+    if (!torch::isfinite(canonical_part(param, param.tensor.grad())).all().item<bool>()) {
       throw RunError(fmt::format(
           "step {}: the gradient of {} is not finite after the all-reduce (on every rank, since "
           "they share the reduced gradient); the run stops here",

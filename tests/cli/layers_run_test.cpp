@@ -1,8 +1,7 @@
 // `parity run` on the layers cases (issue 16's acceptance), quick variants: cnn-fmnist's ResNet
-// trained by the engine on 8 devices and by ddp_ref on 8 ranks from one flax-initialised file,
-// judged equivalent on every loss, the gradients, the parameters and the BatchNorm running
-// statistics, with the f64 oracle the case asks for; vit-fmnist refused by ddp_ref before anything trains, naming the first layer it
-// cannot build.
+// and vit-fmnist's ViT, each trained by the engine on 8 devices and by ddp_ref on 8 ranks from
+// one flax-initialised file, judged equivalent on every loss, the gradients, the parameters and
+// (the ResNet's) BatchNorm running statistics, with the f64 oracle the ResNet's case asks for.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -22,6 +21,27 @@ using testing::run_command;
 using testing::shell_quote;
 
 const std::string kParity = PARITY_EXECUTABLE;
+
+using Checks = std::map<std::string, nlohmann::json>;
+
+Checks checks_by_id(const nlohmann::json& report) {
+  Checks checks;
+  for (const nlohmann::json& check : report.at("checks")) checks[check.at("id")] = check;
+  return checks;
+}
+
+double figure(const Checks& checks, const std::string& check, const std::string& name) {
+  const auto found = checks.find(check);
+  if (found == checks.end()) {
+    ADD_FAILURE() << "no check " << check;
+    return -1.0;
+  }
+  for (const nlohmann::json& entry : found->second.at("figures")) {
+    if (entry.at("name") == name) return entry.at("value").get<double>();
+  }
+  ADD_FAILURE() << check << " has no figure " << name;
+  return -1.0;
+}
 
 // The f32 runs do not agree element for element on every gradient: a BatchNorm's scale and bias
 // gradients are sums over the batch of nearly cancelling terms, which f32 gets to a relative
@@ -43,34 +63,56 @@ TEST(CliRunLayers, CnnFmnistEngineAndDdpAreEquivalentBatchNormStatisticsIncluded
   const nlohmann::json report =
       nlohmann::json::parse(testing::read_bytes(out.path("cnn-fmnist/report/report.json")));
   EXPECT_EQ(report.at("verdict"), "equivalent");
-  std::map<std::string, nlohmann::json> checks;
-  for (const nlohmann::json& check : report.at("checks")) checks[check.at("id")] = check;
+  const auto checks = checks_by_id(report);
   ASSERT_EQ(checks.count("model_state"), 1u) << report.dump(2);
   ASSERT_EQ(checks.count("oracle"), 1u) << report.dump(2);
-  EXPECT_EQ(checks["oracle"].at("status"), "pass") << checks["oracle"].dump(2);
-  const auto figure = [&checks](const std::string& check, const std::string& name) {
-    for (const nlohmann::json& entry : checks[check].at("figures")) {
-      if (entry.at("name") == name) return entry.at("value").get<double>();
-    }
-    ADD_FAILURE() << check << " has no figure " << name;
-    return -1.0;
-  };
+  EXPECT_EQ(checks.at("oracle").at("status"), "pass") << checks.at("oracle").dump(2);
   // 10 BatchNorm layers x (mean, var) at 2 steps.
-  EXPECT_EQ(figure("model_state", "tensors_compared"), 40);
+  EXPECT_EQ(figure(checks, "model_state", "tensors_compared"), 40);
   // 32 gradients, 32 parameters and 20 statistics at 2 steps, each judged against the oracle.
-  EXPECT_EQ(figure("oracle", "tensors_judged"), 168);
-  EXPECT_EQ(figure("oracle", "groups_beyond_oracle_band"), 0);
+  EXPECT_EQ(figure(checks, "oracle", "tensors_judged"), 168);
+  EXPECT_EQ(figure(checks, "oracle", "groups_beyond_oracle_band"), 0);
 }
 
-TEST(CliRunLayers, VitFmnistIsRefusedByDdpRefBeforeTrainingWithTheLayer) {
+// Every attention's key bias parts: its gradient is zero in exact arithmetic (it adds q . b_k to
+// every score in a query's row, which the softmax takes away), so each producer's f32 gradient
+// is its own rounding noise (about 3e-10, within the gradient tolerance), and AdamW's first
+// steps, lr * g / (sqrt(v) + eps), turn it into lr * g / eps, 3e-5 per step and up to 1e-4 for
+// some elements: beyond the parameter tolerance from the first update on, while the f64
+// oracle's key biases stay near 1e-13. The case asks
+// for the oracle (compare.oracle), which judges that drift as rounding; every other tensor
+// agrees within the f32 tolerance.
+TEST(CliRunLayers, VitFmnistEngineAndDdpAreEquivalent) {
   testing::TempDir out;
-  const auto run = run_command(fmt::format("{} run vit-fmnist --set train.steps=1 --out {}", kParity,
-                                           shell_quote(out.path().string())),
-                               120);
-  EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_THAT(run.output, HasSubstr("model.layers: patch_embed at "));
-  EXPECT_THAT(run.output, HasSubstr("vit-fmnist.toml:18:3"));
-  EXPECT_THAT(run.output, HasSubstr("the Transformer kinds train on the engine alone for now"));
+  // 3 steps of 8 replicas x 8 samples, tensors recorded after the first and the last step.
+  const auto run = run_command(
+      fmt::format("{} run vit-fmnist --set train.steps=3 --set data.per_replica_batch=8 "
+                  "--set 'train.record_steps=[0, 2]' --out {}",
+                  kParity, shell_quote(out.path().string())),
+      600);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("parity: EQUIVALENT"));
+  const nlohmann::json report =
+      nlohmann::json::parse(testing::read_bytes(out.path("vit-fmnist/report/report.json")));
+  EXPECT_EQ(report.at("verdict"), "equivalent");
+  const Checks checks = checks_by_id(report);
+  ASSERT_EQ(checks.count("oracle"), 1u) << report.dump(2);
+  EXPECT_EQ(checks.at("oracle").at("status"), "pass") << checks.at("oracle").dump(2);
+  // 39 parameters: the patch embedding's kernel and bias (2), the position embeddings (1), two
+  // blocks of a LayerNorm (2) and attention (query, key, value and out, a kernel and a bias
+  // each: 8), two of a LayerNorm (2) and an MLP (two dense layers: 4), the final LayerNorm (2)
+  // and the head (2): 2 + 1 + 2 * (10 + 6) + 2 + 2. At 2 steps: 78 of each; the oracle judges
+  // the gradients and the parameters, 156.
+  EXPECT_EQ(figure(checks, "gradients", "tensors_compared"), 78);
+  EXPECT_EQ(figure(checks, "gradients", "tensors_out_of_tolerance"), 0);
+  EXPECT_EQ(figure(checks, "parameters", "tensors_compared"), 78);
+  EXPECT_EQ(figure(checks, "oracle", "tensors_judged"), 156);
+  EXPECT_EQ(figure(checks, "oracle", "groups_beyond_oracle_band"), 0);
+  for (const nlohmann::json& tensor : checks.at("parameters").at("tensors")) {
+    if (tensor.at("within_tolerance").get<bool>()) continue;
+    EXPECT_THAT(tensor.at("name").get<std::string>(), ::testing::EndsWith("/key/bias"))
+        << tensor.dump();
+  }
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // DDP over a layers model: the buffer semantics of PyTorch 1.13's DistributedDataParallel
 // (torch/nn/parallel/distributed.py: _sync_module_states in the constructor, _sync_buffers
-// before a forward while require_forward_param_sync holds) on real Gloo ranks, and a 2-rank run
-// of a small layers case end to end: rank 0's BatchNorm statistics recorded, equal parameters
-// on every rank, and what ddp_ref refuses.
+// before a forward while require_forward_param_sync holds) on real Gloo ranks, and 2-rank runs
+// of small layers cases end to end: rank 0's BatchNorm statistics recorded, equal parameters
+// on every rank, a ViT's reduced gradients (MultiheadAttention's packed projections among
+// them) those of one model on both ranks' samples, and what ddp_ref refuses.
 #include <gtest/gtest.h>
 
 #include <exception>
@@ -10,6 +11,7 @@
 
 #include "layer_model.h"
 #include "layer_model_vectors.h"
+#include "model.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/distributed_sampler.h"
 #include "parity/common/init_params.h"
@@ -120,9 +122,11 @@ TEST(DdpBuffers, RankZerosBuffersReachEveryRankWhereDdpBroadcastsThem) {
 
 class DdpLayers : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto path = dir_.path("ddp-layers-small.toml");
-    testing::write_bytes(path, layer_vectors::kCaseToml);
+  void SetUp() override { use_case(layer_vectors::kCnn); }
+
+  void use_case(const layer_vectors::ModelVectors& model) {
+    const auto path = dir_.path(std::string(model.case_name) + ".toml");
+    testing::write_bytes(path, model.case_toml);
     spec_ = load_case(path.string());
     init_ = init_model_params(spec_);
     options_.init_file = dir_.path("init.safetensors");
@@ -175,6 +179,44 @@ TEST_F(DdpLayers, TwoRanksRecordRankZerosBatchStatsAndKeepEqualParams) {
     ranks_apart = std::max(ranks_apart, testing::max_abs_difference(rank1.at(name), tensor));
   }
   EXPECT_GT(ranks_apart, 1e-3);
+}
+
+// Each rank's loss is the mean over its 8 samples, and DDP averages the 2 ranks' gradients: the
+// gradient of the mean loss over all 16 samples, which one model computes on them at once.
+TEST_F(DdpLayers, TwoRanksReduceAViTsGradientsToOneModelsOnBothRanksSamples) {
+  use_case(layer_vectors::kVitClassToken);
+  write_safetensors(options_.init_file, init_);
+  train(spec_, options_);
+  RunDir run = read_run_dir(options_.out_dir);
+  ASSERT_EQ(run.info.status, "complete");
+
+  const TrainingData data = load_training_data(spec_);
+  const DistributedBatchPlan plan(case_sampler_options(spec_, data.train.num_samples, 2),
+                                  spec_.data.per_replica_batch);
+  const auto ranks = plan.step(0).rank_sample_ids;
+  std::vector<int64_t> ids = ranks[0];
+  ids.insert(ids.end(), ranks[1].begin(), ranks[1].end());
+  auto model = make_case_model(spec_.model);
+  load_canonical_params(*model, init_, "init");
+  const auto index = torch::tensor(ids, torch::kInt64);
+  compute_loss(spec_.model, model->forward(data.train_features.index_select(0, index)),
+               data.train_targets.index_select(0, index))
+      .backward();
+  const NamedTensors lone = export_canonical_grads(*model);
+
+  const NamedTensors step0 = read_step_tensors(run.dir, 0);
+  for (const auto& [name, grad] : lone) {
+    ASSERT_TRUE(step0.count("grads/" + name)) << name;
+    EXPECT_LE(testing::max_abs_difference(step0.at("grads/" + name), grad),
+              1e-5 * std::max(1.0, testing::max_abs(grad)))
+        << name;
+  }
+  EXPECT_TRUE(lone.count("Residual_0/MultiHeadDotProductAttention_0/value/kernel"));
+  for (int64_t step = 0; step < 3; ++step) {
+    const NamedTensors recorded = read_step_tensors(run.dir, step);
+    const HostTensor& digests = recorded.at("replicas/param_digests");
+    EXPECT_EQ(digests.data_as<int64_t>()[1], digests.data_as<int64_t>()[0]) << "step " << step;
+  }
 }
 
 TEST_F(DdpLayers, RefusesAnInitFileWithoutOneOfTheModelsTensors) {

@@ -2,7 +2,8 @@
 // what torch.nn's own modules draw when a PyTorch user's model of the same modules, in the same
 // order, is constructed after torch.manual_seed(seed). Known answers: torch_init_vectors.h,
 // written by scripts/gen_torch_init_vectors.py with Debian's python3-torch 1.13.1
-// (torch.__version__ 1.13.0a0) from interop/python/examples' MLP and ResNet; provenance there.
+// (torch.__version__ 1.13.0a0) from interop/python/examples' MLP and ResNet and the script's
+// torch.nn ViT; provenance there.
 #include <gtest/gtest.h>
 
 #include "known_torch_init.h"
@@ -29,6 +30,14 @@ TEST(TorchInit, TheGeneratorIsSeededWithInitSeed) {
 // projection.
 TEST(TorchInit, CnnFmnistIsWhatAPyTorchResNetDraws) {
   testing::expect_pytorchs_init(torch_init_of("cnn-fmnist", 0), "cnn-fmnist", 0);
+}
+
+// The ViT: the patch embedding's Conv2d, pos_embedding's normal(std=0.02) drawn at construction,
+// then each block's LayerNorm and MultiheadAttention (its out_proj Linear draws before
+// in_proj_weight's xavier_uniform_; in_proj_bias and out_proj.bias end zero) or
+// Linear-GELU-Linear, the final LayerNorm and the head.
+TEST(TorchInit, VitFmnistIsWhatAPyTorchViTDraws) {
+  testing::expect_pytorchs_init(torch_init_of("vit-fmnist", 0), "vit-fmnist", 0);
 }
 
 }  // namespace
