@@ -10,6 +10,7 @@
 
 #include "parity/common/case_spec.h"
 #include "parity/common/host_tensor.h"
+#include "dropout_stream.h"
 #include "torch_pch.h"
 
 namespace parity::ddp_ref {
@@ -60,7 +61,13 @@ class CaseModelImpl : public torch::nn::Module {
   // Flax's convention; empty for a model without BatchNorm.
   virtual NamedTensors export_batch_stats() const { return {}; }
 
+  // Where the training forward's dropout layers draw their masks (a layers model with dropout);
+  // the trainer sets it once per rank.
+  void set_dropout_stream(std::shared_ptr<DropoutStream> stream) { dropout_ = std::move(stream); }
+
  protected:
+  std::shared_ptr<DropoutStream> dropout_;
+
   void add_canonical_param(std::string name, torch::Tensor tensor, ParamLayout layout,
                            TensorRows rows = {}, int64_t heads = 0);
   // Checks that the canonical tensors cover parameters() exactly and in order: each torch

@@ -113,7 +113,9 @@ struct LayerModelImpl::BatchNormState {
 };
 
 LayerModelImpl::LayerModelImpl(const ModelSpec& spec)
-    : input_(spec.input), shapes_(infer_model_shapes(spec.layers, spec.input)) {
+    : input_(spec.input),
+      dropout_sites_(dropout_sites(spec)),
+      shapes_(infer_model_shapes(spec.layers, spec.input)) {
   std::vector<int64_t> shape = input_;
   layers_ = build(spec.layers, shape);
   PARITY_CHECK(next_param_ == shapes_.params.size() && next_stat_ == shapes_.batch_stats.size());
@@ -209,8 +211,17 @@ LayerModelImpl::Layer LayerModelImpl::build_layer(const LayerSpec& layer,
     return [approximate](const torch::Tensor& x) { return torch::gelu(x, approximate); };
   }
   if (kind == "dropout") {
-    auto dropout = add_module(torch::nn::Dropout(layer.rate));
-    return [dropout = dropout.ptr()](const torch::Tensor& x) { return dropout->forward(x); };
+    if (layer.rate == 0) return [](const torch::Tensor& x) { return x; };
+    // The sites come in the order the layers are built, branch before projection.
+    PARITY_CHECK(next_dropout_ < dropout_sites_.size());
+    const DropoutSite site = dropout_sites_[next_dropout_++];
+    return [this, site](const torch::Tensor& x) {
+      if (!is_training()) return x;
+      if (dropout_ == nullptr) {
+        throw InternalError("dropout at " + site.path + " trains without a DropoutStream");
+      }
+      return dropout_->apply(site, x);
+    };
   }
   return transformer_layer(layer, input);
 }
@@ -430,6 +441,12 @@ torch::Tensor flax_running_var(const torch::Tensor& torch_var, double momentum, 
 
 void check_layers_trainable(const CaseSpec& spec) {
   if (spec.model.layers.empty()) return;
+  if (!dropout_sites(spec.model).empty() && spec.train.grad_accum_steps > 1) {
+    throw InputError(fmt::format(
+        "case {}: dropout with train.grad_accum_steps = {}: ddp_ref draws one mask per step, "
+        "as the engine does, not one per micro-batch, yet; set train.grad_accum_steps = 1",
+        spec.name, spec.train.grad_accum_steps));
+  }
   if (find_layer(spec.model.layers,
                  [](const LayerSpec& layer) { return layer.kind == "batch_norm" && layer.sync; })) {
     // torch.nn.SyncBatchNorm is CUDA-only in PyTorch 1.13 (torch/nn/modules/batchnorm.py,

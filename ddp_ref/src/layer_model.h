@@ -58,6 +58,8 @@ class LayerModelImpl : public CaseModelImpl {
   void take_param(const torch::Tensor& tensor, ParamLayout layout, TensorRows rows = {});
 
   std::vector<int64_t> input_;
+  std::vector<DropoutSite> dropout_sites_;  // in build order
+  size_t next_dropout_ = 0;
   ModelShapes shapes_;  // the canonical names, in the order the layers are built
   size_t next_param_ = 0;
   size_t next_stat_ = 0;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "case_model.h"
@@ -59,19 +60,69 @@ auto in_collective(const char* what, int64_t rank, int64_t step, Fn&& fn) {
 }
 
 // Each rank's numbers gathered on every rank: all ranks then take the same decisions.
-std::vector<double> all_gather_doubles(c10d::ProcessGroup& group, std::vector<double> values,
-                                       int64_t world_size) {
-  auto local = torch::tensor(values, torch::kFloat64);
+template <typename T>
+std::vector<T> all_gather_values(c10d::ProcessGroup& group, std::vector<T> values,
+                                 int64_t world_size) {
+  auto local = torch::tensor(values, c10::CppTypeToScalarType<T>::value);
   std::vector<std::vector<torch::Tensor>> gathered(1);
   for (int64_t r = 0; r < world_size; ++r) gathered[0].push_back(torch::empty_like(local));
   std::vector<torch::Tensor> inputs = {local};
   group.allgather(gathered, inputs)->wait();
-  std::vector<double> out;
+  std::vector<T> out;
   for (const auto& tensor : gathered[0]) {
-    auto accessor = tensor.accessor<double, 1>();
+    auto accessor = tensor.accessor<T, 1>();
     for (int64_t i = 0; i < tensor.size(0); ++i) out.push_back(accessor[i]);
   }
   return out;
+}
+
+std::vector<double> all_gather_doubles(c10d::ProcessGroup& group, std::vector<double> values,
+                                       int64_t world_size) {
+  return all_gather_values(group, std::move(values), world_size);
+}
+
+// A rank's draws as words for the all-gather: per draw kept, size, the digest's bits, whether
+// it has a key, the key's words, then the prefix padded to kMaskPrefixBits bits.
+constexpr size_t kPrefixWords = kMaskPrefixBits / 64;
+constexpr size_t kDrawWords = 6 + kPrefixWords;
+
+std::vector<int64_t> draws_to_words(const std::vector<MaskDraw>& draws) {
+  std::vector<int64_t> words;
+  for (const MaskDraw& draw : draws) {
+    const uint64_t digest = std::stoull(draw.digest, nullptr, 16);
+    words.insert(words.end(), {draw.kept, draw.size, static_cast<int64_t>(digest),
+                               draw.key ? 1 : 0, draw.key ? (*draw.key)[0] : 0,
+                               draw.key ? (*draw.key)[1] : 0});
+    std::vector<int64_t> prefix(kPrefixWords, 0);
+    std::memcpy(prefix.data(), draw.prefix.data(), draw.prefix.size());
+    words.insert(words.end(), prefix.begin(), prefix.end());
+  }
+  return words;
+}
+
+// Every rank's draws at `step` from the gathered words; `sites` in the order each rank drew.
+std::vector<MaskDraw> draws_from_words(const std::vector<int64_t>& words, int64_t step,
+                                       const std::vector<DropoutSite>& sites) {
+  std::vector<MaskDraw> draws;
+  for (size_t start = 0; start + kDrawWords <= words.size(); start += kDrawWords) {
+    const size_t index = start / kDrawWords;
+    MaskDraw draw;
+    draw.step = step;
+    draw.replica = static_cast<int64_t>(index / sites.size());
+    draw.site = sites[index % sites.size()].path;
+    draw.rate = sites[index % sites.size()].rate;
+    draw.kept = words[start];
+    draw.size = words[start + 1];
+    draw.digest = fmt::format("{:016x}", static_cast<uint64_t>(words[start + 2]));
+    if (words[start + 3] != 0) {
+      draw.key = RngKeyWords{static_cast<uint32_t>(words[start + 4]),
+                             static_cast<uint32_t>(words[start + 5])};
+    }
+    draw.prefix.resize(static_cast<size_t>((std::min(draw.size, kMaskPrefixBits) + 7) / 8));
+    std::memcpy(draw.prefix.data(), &words[start + 6], draw.prefix.size());
+    draws.push_back(std::move(draw));
+  }
+  return draws;
 }
 
 double global_l2_norm(const std::vector<torch::Tensor>& tensors) {
@@ -128,7 +179,12 @@ class RankTrainer {
         model_(make_case_model(spec_.model, compute_dtype(spec_.train.dtype))),
         plan_(case_sampler_options(spec_, context.data->train.num_samples, world_size_),
               spec_.data.per_replica_batch),
-        recorder_(spec_, context.writer, "rank") {}
+        recorder_(spec_, context.writer, "rank"),
+        dropout_sites_(dropout_sites(spec_.model)) {
+    if (dropout_sites_.empty()) return;
+    dropout_ = std::make_shared<DropoutStream>(spec_, rank_, world_size_);
+    model_->set_dropout_stream(dropout_);
+  }
 
   std::optional<ProducerSummary> run();
 
@@ -139,6 +195,7 @@ class RankTrainer {
   void reduce_metrics(int64_t step, const StepOutcome& outcome);
   void update(int64_t step);
   void record_step(int64_t step, const StepOutcome& outcome, double step_seconds);
+  std::vector<MaskDraw> gather_dropout_draws(int64_t step);
   void record_tensors(int64_t step, const NamedTensors& grads);
   void report_progress(int64_t step, double step_seconds) const;
   std::optional<ProducerSummary> finish(const std::vector<double>& step_seconds,
@@ -152,6 +209,8 @@ class RankTrainer {
   std::shared_ptr<CaseModelImpl> model_;
   DistributedBatchPlan plan_;
   StepRecorder recorder_;
+  const std::vector<DropoutSite> dropout_sites_;
+  std::shared_ptr<DropoutStream> dropout_;  // a model with dropout
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
@@ -210,6 +269,7 @@ StepOutcome RankTrainer::forward_backward(int64_t step) {
                           context_.options->fault->step == step &&
                           context_.options->fault->kind == FaultInjection::Kind::kNan;
   StepOutcome outcome;
+  if (dropout_) dropout_->begin_step(step);
   for (int64_t micro = 0; micro < micro_batches; ++micro) {
     StepBatches batches = plan_.step(step * micro_batches + micro);
     for (const auto& ids : batches.rank_sample_ids) {
@@ -281,9 +341,20 @@ void RankTrainer::update(int64_t step) {
   optimizer_->step();
 }
 
+// Every rank's masks of the step, on every rank (a collective: all ranks call it).
+std::vector<MaskDraw> RankTrainer::gather_dropout_draws(int64_t step) {
+  if (!dropout_) return {};
+  const std::vector<int64_t> words = in_collective("dropout mask all-gather", rank_, step, [&] {
+    return all_gather_values(*group_, draws_to_words(dropout_->take_draws()), world_size_);
+  });
+  return draws_from_words(words, step, dropout_sites_);
+}
+
 void RankTrainer::record_step(int64_t step, const StepOutcome& outcome, double step_seconds) {
+  std::vector<MaskDraw> draws = gather_dropout_draws(step);
   if (!recorder_.writes()) return;
   StepRecord record;
+  record.rng_draws = std::move(draws);
   record.step = step;
   record.loss = global_loss_;
   record.replica_losses = replica_losses_;

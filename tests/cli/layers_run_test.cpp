@@ -115,5 +115,29 @@ TEST(CliRunLayers, VitFmnistEngineAndDdpAreEquivalent) {
   }
 }
 
+// vit-fmnist with dropout 0.1 at 4 sites (after each attention and MLP block), ddp_ref drawing
+// from the engine's threefry keys (rng.ddp = "threefry"): both producers drop the same units,
+// so the runs stay equivalent step by step and the RNG check finds every mask equal.
+TEST(CliRunLayers, VitFmnistDropoutDrawsBitIdenticalMasksOnBothProducers) {
+  testing::TempDir out;
+  const auto run = run_command(
+      fmt::format("{} run vit-fmnist-dropout --set train.steps=3 --set data.per_replica_batch=8 "
+                  "--set 'train.record_steps=[0, 2]' --out {}",
+                  kParity, shell_quote(out.path().string())),
+      600);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("parity: EQUIVALENT"));
+  const nlohmann::json report = nlohmann::json::parse(
+      testing::read_bytes(out.path("vit-fmnist-dropout/report/report.json")));
+  const Checks checks = checks_by_id(report);
+  EXPECT_EQ(checks.at("rng").at("status"), "pass") << checks.at("rng").dump(2);
+  // 3 steps x 8 replicas x 4 sites, in each run; C(8, 2) replica pairs x 4 sites x 3 steps.
+  EXPECT_EQ(figure(checks, "rng", "masks_compared"), 96);
+  EXPECT_EQ(figure(checks, "rng", "masks_equal"), 96);
+  EXPECT_EQ(figure(checks, "rng", "replica_pairs_compared_a"), 336);
+  EXPECT_EQ(figure(checks, "rng", "identical_replica_masks_a"), 0);
+  EXPECT_EQ(figure(checks, "rng", "repeated_masks_b"), 0);
+}
+
 }  // namespace
 }  // namespace parity
