@@ -14,17 +14,6 @@ std::string join_path(const std::vector<std::string>& path) {
   return joined;
 }
 
-std::vector<std::string> split_path(const std::string& site) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (size_t slash = site.find('/'); slash != std::string::npos; slash = site.find('/', start)) {
-    parts.push_back(site.substr(start, slash - start));
-    start = slash + 1;
-  }
-  parts.push_back(site.substr(start));
-  return parts;
-}
-
 // The dropout sites of `layers`, named by `namer` under `path`; a residual's branch and
 // projection share its namer (its projection's modules continue the branch's counters).
 void collect_sites(const std::vector<LayerSpec>& layers, ModuleNamer& namer,
@@ -73,7 +62,7 @@ pr::Key DropoutKeys::device_key(pr::Key step_key, int64_t device, int64_t num_de
 }
 
 pr::Key DropoutKeys::site_key(pr::Key device_key, const std::string& site) {
-  return pr::fold_in(device_key, flax_make_rng_data(split_path(site), 1));
+  return pr::fold_in(device_key, flax_make_rng_data(split_module_path(site), 1));
 }
 
 }  // namespace parity

@@ -15,17 +15,6 @@ namespace {
 
 namespace pr = pmap_engine::random;
 
-std::vector<std::string> split_path(const std::string& name) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', start)) {
-    parts.push_back(name.substr(start, slash - start));
-    start = slash + 1;
-  }
-  parts.push_back(name.substr(start));
-  return parts;
-}
-
 // A kernel's fan-in as lecun_normal sees it (jax/_src/nn/initializers.py, _compute_fans with
 // in_axis=-2, out_axis=-1). Dense (in, out) and conv (H, W, in, out) kernels: every axis but the
 // last (the receptive field times the inputs). Attention projections are DenseGeneral kernels,
@@ -68,7 +57,7 @@ NamedTensors init_layer_params_flax(const ModelSpec& model, pr::Key root) {
   std::map<std::vector<std::string>, uint32_t> calls_per_module;
   NamedTensors params;
   for (const ModelTensor& param : shapes.params) {
-    std::vector<std::string> path = split_path(param.name);
+    std::vector<std::string> path = split_module_path(param.name);
     const std::string leaf = path.back();
     path.pop_back();
     const uint32_t counter = ++calls_per_module[path];

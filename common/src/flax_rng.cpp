@@ -28,4 +28,15 @@ uint32_t flax_make_rng_data(const std::vector<std::string>& module_path, uint32_
          uint32_t{digest[3]};
 }
 
+std::vector<std::string> split_module_path(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t slash = path.find('/'); slash != std::string::npos; slash = path.find('/', start)) {
+    parts.push_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+  parts.push_back(path.substr(start));
+  return parts;
+}
+
 }  // namespace parity

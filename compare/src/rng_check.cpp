@@ -216,8 +216,8 @@ std::string why_unrecorded(const RunDir& run, char label) {
                        "with a rate above 0",
                        label, run.info.producer);
   }
-  return fmt::format("run {} ({}) brought no RNG streams; log each mask with "
-                     "parity_torch_log's record_mask (interop/python) to check them",
+  return fmt::format("run {} ({}) brought no RNG streams (rng.jsonl): the importers do not "
+                     "carry dropout masks yet",
                      label, run.info.producer);
 }
 

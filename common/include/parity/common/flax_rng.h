@@ -17,4 +17,8 @@ namespace parity {
 // `module_path` ({"Residual_0", "Dropout_0"}): jax.random.fold_in(root, this) is the key.
 uint32_t flax_make_rng_data(const std::vector<std::string>& module_path, uint32_t count);
 
+// "Residual_1/Dropout_0" -> {"Residual_1", "Dropout_0"}: a module path as case files and run
+// directories write it, as the list of scope names.
+std::vector<std::string> split_module_path(const std::string& path);
+
 }  // namespace parity
