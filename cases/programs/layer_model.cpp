@@ -66,12 +66,6 @@ struct Scope {
   std::vector<std::string> path;
 };
 
-std::string join_path(const std::vector<std::string>& path) {
-  std::string joined;
-  for (const std::string& name : path) joined += (joined.empty() ? "" : "/") + name;
-  return joined;
-}
-
 // The collection entry of a submodule that may have none (a residual without BatchNorm has no
 // "batch_stats").
 const pe::Tree& entry_or_empty(const pe::Tree& collection, const std::string& name) {
@@ -179,7 +173,7 @@ class LayerApplier {
     const pe::Array key = pe::random::fold_in(*dropout_key_, flax_make_rng_data(path, 1));
     const double keep_prob = 1.0 - layer.rate;
     const pe::Array keep = pe::random::bernoulli(key, keep_prob, x.shape());
-    draws_.emplace(join_path(path), pe::Tree::tuple({key, keep}));
+    draws_.emplace(join_module_path(path), pe::Tree::tuple({key, keep}));
     return pe::where(keep, x / keep_prob, pe::zeros_like(x));
   }
 

@@ -8,12 +8,6 @@ namespace {
 
 namespace pr = pmap_engine::random;
 
-std::string join_path(const std::vector<std::string>& path) {
-  std::string joined;
-  for (const std::string& name : path) joined += (joined.empty() ? "" : "/") + name;
-  return joined;
-}
-
 // The dropout sites of `layers`, named by `namer` under `path`; a residual's branch and
 // projection share its namer (its projection's modules continue the branch's counters).
 void collect_sites(const std::vector<LayerSpec>& layers, ModuleNamer& namer,
@@ -21,7 +15,9 @@ void collect_sites(const std::vector<LayerSpec>& layers, ModuleNamer& namer,
   for (const LayerSpec& layer : layers) {
     std::vector<std::string> child = path;
     child.push_back(namer.next(layer.kind));
-    if (layer.kind == "dropout" && layer.rate > 0) sites.push_back({join_path(child), layer.rate});
+    if (layer.kind == "dropout" && layer.rate > 0) {
+      sites.push_back({join_module_path(child), layer.rate});
+    }
     if (layer.kind != "residual") continue;
     ModuleNamer inner;
     collect_sites(layer.layers, inner, child, sites);

@@ -39,4 +39,10 @@ std::vector<std::string> split_module_path(const std::string& path) {
   return parts;
 }
 
+std::string join_module_path(const std::vector<std::string>& path) {
+  std::string joined;
+  for (const std::string& name : path) joined += (joined.empty() ? "" : "/") + name;
+  return joined;
+}
+
 }  // namespace parity

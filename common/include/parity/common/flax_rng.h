@@ -20,5 +20,7 @@ uint32_t flax_make_rng_data(const std::vector<std::string>& module_path, uint32_
 // "Residual_1/Dropout_0" -> {"Residual_1", "Dropout_0"}: a module path as case files and run
 // directories write it, as the list of scope names.
 std::vector<std::string> split_module_path(const std::string& path);
+// The inverse: {"Residual_1", "Dropout_0"} -> "Residual_1/Dropout_0".
+std::string join_module_path(const std::vector<std::string>& path);
 
 }  // namespace parity
