@@ -17,19 +17,13 @@
 #include "scenario_programs.h"
 
 namespace parity::cli {
-namespace {
-
-// A producer that fails (a rank dies, a loss turns NaN) leaves an incomplete run directory;
-// the comparison still reads what it recorded and says where it stopped.
-void train(const std::string& producer, const std::function<void()>& run) {
+void train_producer(const std::string& producer, const std::function<void()>& run) {
   try {
     run();
   } catch (const RunError& error) {
     std::cerr << fmt::format("parity: {} failed: {}\n", producer, error.what());
   }
 }
-
-}  // namespace
 
 std::unique_ptr<DirectoryLock> claim_job_folder(const std::filesystem::path& dir,
                                                 const std::string& command) {
@@ -63,7 +57,7 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
     progress.phase(fmt::format("pmap_engine (pmean), {} devices", spec.parallel.replicas));
     // The reference and the oracle train in one process: a multi-process run computes the same
     // global pmap over the same batches, and only the engine leg under test needs the processes.
-    train("pmap_engine (pmean)", [&] { train_engine(spec, reference, 1); });
+    train_producer("pmap_engine (pmean)", [&] { train_engine(spec, reference, 1); });
   } else {
     ddp_ref::DdpOptions ddp;
     ddp.init_file = init;
@@ -72,7 +66,7 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
     ddp.quiet = true;
     ddp.on_step = [&](int64_t done) { progress.update(done); };
     progress.phase(fmt::format("ddp_ref, {} ranks", spec.parallel.replicas));
-    train("ddp_ref", [&] { ddp_ref::train(spec, ddp); });
+    train_producer("ddp_ref", [&] { ddp_ref::train(spec, ddp); });
   }
 
   engine.on_step = [&](int64_t done) { progress.update(steps + done); };
@@ -81,7 +75,7 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
                      ? fmt::format("pmap_engine, {} devices in {} processes",
                                    spec.parallel.replicas, spec.parallel.processes)
                      : fmt::format("pmap_engine, {} devices", spec.parallel.replicas));
-  train("pmap_engine", [&] { train_engine(spec, engine, spec.parallel.processes); });
+  train_producer("pmap_engine", [&] { train_engine(spec, engine, spec.parallel.processes); });
 
   // The case's own tensor band, unless the command line gave one.
   if (!options.tensor_rtol && spec.compare.tensor_rtol > 0) {
@@ -102,7 +96,7 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
     reference.on_step = [&](int64_t done) { progress.update(2 * steps + done); };
     progress.update(2 * steps);
     progress.phase(fmt::format("float64 oracle, {} devices", spec.parallel.replicas));
-    train("the float64 oracle", [&] { train_engine(spec, reference, 1); });
+    train_producer("the float64 oracle", [&] { train_engine(spec, reference, 1); });
     oracle_run = read_run_dir(reference.out_dir);
     options.oracle = &*oracle_run;
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,11 @@ namespace parity::cli {
 // old verdict stands beside the new runs. Hold it until the job's reports are written.
 std::unique_ptr<DirectoryLock> claim_job_folder(const std::filesystem::path& dir,
                                                 const std::string& command);
+
+// Runs one producer's training; a RunError (a rank died, a loss turned NaN) is reported on
+// stderr and swallowed: the run directory it leaves says "incomplete", and the comparison says
+// where it stopped. Bad input (InputError) propagates.
+void train_producer(const std::string& producer, const std::function<void()>& run);
 
 // `options.oracle` is filled in when `oracle` is set (the caller's pointer is not used); the
 // case's compare.tensor_rtol/tensor_atol fill the tensor tolerances the options leave unset.

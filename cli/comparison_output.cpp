@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <limits>
 
 #include "numeric_options.h"
 #include "parity/reports/reports.h"
@@ -34,6 +35,16 @@ void add_comparison_options(CLI::App* command, ComparisonArguments& arguments) {
                     "fail when throughput or memory is worse than the reference by more than "
                     "the warning ratios (default: a warning)");
   command->add_flag("--no-color", arguments.no_color, "no ANSI colours in the verdict table");
+  command
+      ->add_option("--loss-margin", arguments.loss_margin,
+                   "with --seeds: the equivalence margin of the test (or final) loss, in its own "
+                   "units (default: the case's compare.seeds_loss_margin, 0.02)")
+      ->check(number_in(0, std::numeric_limits<double>::infinity(), true));
+  command
+      ->add_option("--accuracy-margin", arguments.accuracy_margin,
+                   "with --seeds: the equivalence margin of the test accuracy, a fraction "
+                   "(default: the case's compare.seeds_accuracy_margin, 0.01)")
+      ->check(positive_number(1.0));
 }
 
 compare::CompareOptions comparison_options(const ComparisonArguments& arguments) {
@@ -45,6 +56,14 @@ compare::CompareOptions comparison_options(const ComparisonArguments& arguments)
   options.allowed_bad_steps = arguments.allowed_bad_steps;
   options.require_same_case = arguments.require_same_case;
   options.fail_on_performance = arguments.fail_on_performance;
+  return options;
+}
+
+compare::SeedSetOptions seed_set_options(const ComparisonArguments& arguments) {
+  compare::SeedSetOptions options;
+  options.loss_margin = arguments.loss_margin;
+  options.accuracy_margin = arguments.accuracy_margin;
+  options.require_same_case = arguments.require_same_case;
   return options;
 }
 

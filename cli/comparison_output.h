@@ -8,6 +8,7 @@
 #include <string>
 
 #include "parity/compare/compare.h"
+#include "parity/compare/seed_sets.h"
 
 namespace parity::cli {
 
@@ -17,12 +18,15 @@ struct ComparisonArguments {
   bool require_same_case = false;
   bool fail_on_performance = false;
   bool no_color = false;
+  // Comparisons over seeds (--seeds): the equivalence margins of the final values.
+  std::optional<double> loss_margin, accuracy_margin;
 };
 
 // --loss-rtol, --loss-atol, --tensor-rtol, --tensor-atol, --allowed-bad-steps,
-// --require-same-case, --fail-on-performance, --no-color.
+// --require-same-case, --fail-on-performance, --no-color, --loss-margin, --accuracy-margin.
 void add_comparison_options(CLI::App* command, ComparisonArguments& arguments);
 compare::CompareOptions comparison_options(const ComparisonArguments& arguments);
+compare::SeedSetOptions seed_set_options(const ComparisonArguments& arguments);
 
 // Writes the four reports into `report_dir` (when not empty), appends report.md to
 // $GITHUB_STEP_SUMMARY when that is set, prints the verdict table (and the report's path) on

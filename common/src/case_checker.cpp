@@ -35,6 +35,7 @@ class CaseChecker {
     check_data();
     check_parallel();
     check_train();
+    check_compare();
     check_scenario();
   }
 
@@ -211,6 +212,21 @@ class CaseChecker {
            "Nesterov momentum needs optimizer = \"sgd\" and momentum > 0 (as torch.optim.SGD "
            "requires), found optimizer = \"" + spec_.train.optimizer +
                "\", momentum = " + format_float(spec_.train.momentum));
+    }
+  }
+
+  void check_compare() {
+    const std::vector<std::string>& seed_keys = spec_.compare.seed_keys;
+    if (seed_keys.empty()) {
+      fail(keys::kCompareSeedKeys, "no key to vary", keys::kCompareSeedKeys.help);
+    }
+    for (size_t i = 0; i < seed_keys.size(); ++i) {
+      one_of(keys::kCompareSeedKeys, seed_keys[i], kCaseSeedKeys);
+      if (std::find(seed_keys.begin(), seed_keys.begin() + static_cast<std::ptrdiff_t>(i),
+                    seed_keys[i]) != seed_keys.begin() + static_cast<std::ptrdiff_t>(i)) {
+        fail(keys::kCompareSeedKeys, "'" + seed_keys[i] + "' is listed twice",
+             keys::kCompareSeedKeys.help);
+      }
     }
   }
 

@@ -132,6 +132,15 @@ inline const Key kRngTorchSeed{kRng, "torch_seed", one_of(kRngTorchSeeds), "", f
 inline const Key kCompareOracle{kCompare, "oracle"};
 inline const Key kCompareTensorRtol{kCompare, "tensor_rtol", in_range(FloatRange::kNonNegative)};
 inline const Key kCompareTensorAtol{kCompare, "tensor_atol", in_range(FloatRange::kNonNegative)};
+inline const Key kCompareSeedKeys{
+    kCompare, "seed_keys", {},
+    "the seeds parity run --seeds varies, each of \"rng.seed\", \"data.seed\", \"init.seed\" "
+    "at most once",
+    false};
+inline const Key kCompareSeedsLossMargin{kCompare, "seeds_loss_margin",
+                                         in_range(FloatRange::kPositive), "", false};
+inline const Key kCompareSeedsAccuracyMargin{kCompare, "seeds_accuracy_margin",
+                                             in_range(FloatRange::kPositive), "", false};
 
 inline const Key kScenarioId{kScenario, "id"};
 inline const Key kScenarioTitle{kScenario, "title"};
@@ -191,6 +200,9 @@ void for_each_case_key(Spec& spec, Visit&& visit) {
   visit(kCompareOracle, spec.compare.oracle);
   visit(kCompareTensorRtol, spec.compare.tensor_rtol);
   visit(kCompareTensorAtol, spec.compare.tensor_atol);
+  visit(kCompareSeedKeys, spec.compare.seed_keys);
+  visit(kCompareSeedsLossMargin, spec.compare.seeds_loss_margin);
+  visit(kCompareSeedsAccuracyMargin, spec.compare.seeds_accuracy_margin);
   visit(kScenarioId, spec.scenario.id);
   visit(kScenarioTitle, spec.scenario.title);
   visit(kScenarioSource, spec.scenario.source);

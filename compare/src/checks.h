@@ -141,5 +141,11 @@ std::optional<NonFinite> find_first_non_finite(const RunPair& runs);
 
 // The diagnosis rules (diagnosis.cpp), most fundamental cause first.
 std::vector<Diagnosis> diagnose(const RunPair& runs, const Findings& findings);
+// Only the rules on RNG streams (P5 and R1: replicas sharing masks; R2: a reused stream), for
+// runs that are not compared step by step (seed sets).
+std::vector<Diagnosis> diagnose_rng_streams(const Findings& findings);
+
+// What the reports show of one run, labelled "A" or "B".
+RunSummary summarize_run(const std::string& label, const RunDir& run);
 
 }  // namespace parity::compare

@@ -54,32 +54,6 @@ Tolerance tensor_tolerance(const RunPair& runs, const CompareOptions& options) {
                          options.tensor_atol);
 }
 
-RunSummary summarize(const std::string& label, const RunDir& run) {
-  const RunInfo& info = run.info;
-  RunSummary summary;
-  summary.label = label;
-  summary.dir = run.dir.string();
-  summary.producer = info.producer;
-  summary.status = info.status;
-  summary.case_name = info.case_name;
-  summary.case_hash = info.case_hash;
-  summary.replicas = info.replicas;
-  summary.processes = info.processes;
-  summary.dtype = info.dtype;
-  summary.optimizer = info.optimizer;
-  summary.host = info.host;
-  summary.started_at = info.started_at;
-  summary.versions = info.versions;
-  summary.steps = static_cast<int64_t>(run.steps.size());
-  summary.first_step_seconds = info.timings.first_step_seconds;
-  summary.step_median_seconds = info.timings.steady_step_median_seconds;
-  summary.step_spread_seconds = info.timings.steady_step_spread_seconds;
-  summary.samples_per_second = samples_per_second(run).value_or(0);
-  summary.peak_bytes_per_replica = info.memory.peak_bytes_per_replica;
-  summary.memory_method = info.memory.method;
-  return summary;
-}
-
 // "run A is incomplete (step 3: ...)", one clause per run that did not finish.
 std::string incomplete_note(const RunPair& runs) {
   std::vector<std::string> notes;
@@ -180,11 +154,37 @@ Verdict decide(const ComparisonResult& result, const RunPair& runs) {
 
 }  // namespace
 
+RunSummary summarize_run(const std::string& label, const RunDir& run) {
+  const RunInfo& info = run.info;
+  RunSummary summary;
+  summary.label = label;
+  summary.dir = run.dir.string();
+  summary.producer = info.producer;
+  summary.status = info.status;
+  summary.case_name = info.case_name;
+  summary.case_hash = info.case_hash;
+  summary.replicas = info.replicas;
+  summary.processes = info.processes;
+  summary.dtype = info.dtype;
+  summary.optimizer = info.optimizer;
+  summary.host = info.host;
+  summary.started_at = info.started_at;
+  summary.versions = info.versions;
+  summary.steps = static_cast<int64_t>(run.steps.size());
+  summary.first_step_seconds = info.timings.first_step_seconds;
+  summary.step_median_seconds = info.timings.steady_step_median_seconds;
+  summary.step_spread_seconds = info.timings.steady_step_spread_seconds;
+  summary.samples_per_second = samples_per_second(run).value_or(0);
+  summary.peak_bytes_per_replica = info.memory.peak_bytes_per_replica;
+  summary.memory_method = info.memory.method;
+  return summary;
+}
+
 ComparisonResult compare_runs(const RunDir& a, const RunDir& b, const CompareOptions& options) {
   const RunPair runs = pair_runs(a, b);
   ComparisonResult result;
-  result.a = summarize("A", a);
-  result.b = summarize("B", b);
+  result.a = summarize_run("A", a);
+  result.b = summarize_run("B", b);
   result.loss_tolerance = loss_tolerance(runs, options);
   result.tensor_tolerance = tensor_tolerance(runs, options);
   const TensorScan scan =

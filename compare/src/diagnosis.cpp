@@ -345,6 +345,15 @@ std::optional<int64_t> first_difference(const Findings& findings) {
 
 }  // namespace
 
+std::vector<Diagnosis> diagnose_rng_streams(const Findings& findings) {
+  std::vector<Diagnosis> diagnoses;
+  for (std::optional<Diagnosis> diagnosis :
+       {shared_masks_rule(findings), reused_stream_rule(findings)}) {
+    if (diagnosis) diagnoses.push_back(std::move(*diagnosis));
+  }
+  return diagnoses;
+}
+
 std::vector<Diagnosis> diagnose(const RunPair& runs, const Findings& findings) {
   std::vector<Diagnosis> diagnoses;
   // Records a rule's diagnosis; returns whether the rule matched.
@@ -363,8 +372,11 @@ std::vector<Diagnosis> diagnose(const RunPair& runs, const Findings& findings) {
   if (add(data_rule(findings))) return diagnoses;
   // Masks drawn wrongly change every loss from the first step on, which the rules below would
   // read as other causes.
-  const bool shared_masks = add(shared_masks_rule(findings));
-  if (add(reused_stream_rule(findings)) || shared_masks) return diagnoses;
+  const std::vector<Diagnosis> streams = diagnose_rng_streams(findings);
+  if (!streams.empty()) {
+    diagnoses.insert(diagnoses.end(), streams.begin(), streams.end());
+    return diagnoses;
+  }
   if (add(replica_rule(runs, findings))) return diagnoses;
   if (add(accumulation_rule(runs, findings))) return diagnoses;
   if (add(initial_parameters_rule(runs, findings))) return diagnoses;

@@ -10,6 +10,8 @@ int exit_code(Verdict verdict) {
       return 1;
     case Verdict::kIncomplete:
       return 3;
+    case Verdict::kInconclusive:
+      return 4;
   }
   return 3;
 }

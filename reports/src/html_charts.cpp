@@ -182,7 +182,46 @@ std::string figure_html(const Chart& chart) {
   return out + "</figure>";
 }
 
+// Every seed's value of each producer, with its mean.
+Chart seed_values_chart(const ComparisonResult& result, const compare::SeedDistribution& d) {
+  DotChart spec;
+  spec.title = fmt::format("{}: each seed's run", d.title);
+  spec.x_label = d.title;
+  spec.rows = {{run_label(result.a), kRunAColor, d.values_a, d.mean_a, {}, {}},
+               {run_label(result.b), kRunBColor, d.values_b, d.mean_b, {}, {}}};
+  Chart chart = render_dot_chart(spec);
+  chart.notes.push_back(fmt::format("A dot per seed ({} of A, {} of B), the tall tick the mean.",
+                                    d.values_a.size(), d.values_b.size()));
+  return chart;
+}
+
+// The difference of the means with its interval against the equivalence margin: TOST says
+// equivalent exactly when the interval lies inside the shaded band.
+Chart seed_difference_chart(const compare::SeedDistribution& d) {
+  DotChart spec;
+  spec.title = fmt::format("{}: difference of means, A − B ({})", d.title, d.verdict);
+  spec.x_label = fmt::format("mean A − mean B, {:.0f}% interval", d.confidence * 100);
+  DotRow row{"A − B", kDifferenceColor, {}, d.mean_a - d.mean_b, d.interval_low,
+             d.interval_high};
+  spec.rows = {row};
+  spec.band_low = -d.margin;
+  spec.band_high = d.margin;
+  spec.band_label = fmt::format("equivalence margin ±{}", format_number(d.margin));
+  spec.band_color = kToleranceColor;
+  spec.reference_x = 0;
+  return render_dot_chart(spec);
+}
+
 }  // namespace
+
+std::string seed_charts_html(const ComparisonResult& result) {
+  std::string out = "<div class=\"charts\">";
+  for (const compare::SeedDistribution& d : result.seed_distributions) {
+    out += figure_html(seed_values_chart(result, d));
+    out += figure_html(seed_difference_chart(d));
+  }
+  return out + "</div>";
+}
 
 std::string charts_html(const ComparisonResult& result) {
   std::string out = "<div class=\"charts\">";

@@ -11,4 +11,8 @@ namespace parity::reports {
 // divergence (log scale); throughput and peak memory as bars.
 std::string charts_html(const compare::ComparisonResult& result);
 
+// A comparison over seeds: for each final value, every seed's value of both producers, and the
+// difference of their means with its interval against the equivalence margin.
+std::string seed_charts_html(const compare::ComparisonResult& result);
+
 }  // namespace parity::reports

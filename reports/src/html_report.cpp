@@ -28,32 +28,19 @@ using compare::Verdict;
 
 std::string e(const std::string& text) { return markup_escape(text); }
 
-// The verdict speaks in the checks' tones: equivalent like a pass, incomplete like a warning.
-CheckStatus verdict_as_status(Verdict verdict) {
-  switch (verdict) {
-    case Verdict::kEquivalent:
-      return CheckStatus::kPass;
-    case Verdict::kNotEquivalent:
-      return CheckStatus::kFail;
-    case Verdict::kIncomplete:
-      return CheckStatus::kWarn;
-  }
-  return CheckStatus::kWarn;
-}
-
 std::string run_line(const compare::RunSummary& run) {
   return fmt::format("{} <code>{}</code>", e(run.label), e(run.producer));
 }
 
 std::string verdict_html(const ComparisonResult& result) {
-  const CheckStatus tone = verdict_as_status(result.verdict);
+  const CheckStatus tone = compare::verdict_tone(result.verdict);
   std::string out = fmt::format(
       "<header class=\"verdict {}\"><div class=\"kicker\">parity comparison · case "
       "<strong>{}</strong></div><div class=\"badge\"><span class=\"mark\">{}</span>{}</div>"
-      "<h1>{}</h1><p class=\"meta\">{} against {} (reference) · {} steps compared · {}</p>",
+      "<h1>{}</h1><p class=\"meta\">{} against {} (reference) · {} · {}</p>",
       status_tone(tone), e(result.a.case_name), status_mark(tone),
       compare::to_string(result.verdict), e(result.headline), run_line(result.a),
-      run_line(result.b), result.series.steps.size(), e(result.generated_at));
+      run_line(result.b), e(compared_text(result)), e(result.generated_at));
   out += "<ul class=\"tally\">";
   for (const auto& [status, count] : status_tally(result.checks)) {
     out += fmt::format("<li><span class=\"status {}\">{} {}</span></li>", status_tone(status),
@@ -196,9 +183,14 @@ std::string render_html(const ComparisonResult& result) {
   page += verdict_html(result);
   page += diagnoses_html(result);
   page += checks_html(result);
-  page += "<section><h2>Step by step</h2>" + charts_html(result) + "</section>";
-  page += runs_html(result);
-  page += tolerances_html(result);
+  if (result.seed_distributions.empty()) {
+    page += "<section><h2>Step by step</h2>" + charts_html(result) + "</section>";
+    page += runs_html(result);
+    page += tolerances_html(result);
+  } else {
+    page += "<section><h2>Over seeds</h2>" + seed_charts_html(result) + "</section>";
+    page += runs_html(result);
+  }
   page += fmt::format(
       "<footer>parity {} · report schema {} · generated {} · this page loads nothing from the "
       "network.</footer></main></body></html>\n",

@@ -120,6 +120,28 @@ Json series_json(const compare::StepSeries& series) {
           {"replica_spread_b", numbers(series.replica_spread_b)}};
 }
 
+// A comparison over seeds: each final value per run and the test's interval (the check of id
+// "seeds_" + metric holds the test's figures).
+Json seed_distributions_json(const std::vector<compare::SeedDistribution>& distributions) {
+  Json out = Json::array();
+  for (const compare::SeedDistribution& d : distributions) {
+    out.push_back({{"metric", text(d.metric)},
+                   {"title", text(d.title)},
+                   {"seeds_a", texts(d.seeds_a)},
+                   {"values_a", numbers(d.values_a)},
+                   {"seeds_b", texts(d.seeds_b)},
+                   {"values_b", numbers(d.values_b)},
+                   {"mean_a", number(d.mean_a)},
+                   {"mean_b", number(d.mean_b)},
+                   {"margin", number(d.margin)},
+                   {"confidence", number(d.confidence)},
+                   {"interval_low", number(d.interval_low)},
+                   {"interval_high", number(d.interval_high)},
+                   {"verdict", text(d.verdict)}});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string render_json(const ComparisonResult& result) {
@@ -145,6 +167,7 @@ std::string render_json(const ComparisonResult& result) {
   report["checks"] = checks;
   report["diagnoses"] = diagnoses;
   report["series"] = series_json(result.series);
+  report["seeds"] = seed_distributions_json(result.seed_distributions);
   return report.dump(2) + "\n";
 }
 

@@ -29,6 +29,7 @@ const char* verdict_icon(Verdict verdict) {
     case Verdict::kNotEquivalent:
       return "❌";
     case Verdict::kIncomplete:
+    case Verdict::kInconclusive:
       return "⚠️";
   }
   return "❔";
@@ -41,10 +42,10 @@ std::string verdict_markdown(const ComparisonResult& result) {
   }
   return fmt::format(
       "## {} parity: {}\n\n**{}**\n\nCase {} · run {} ({}) against run {} ({}, reference) · {} "
-      "steps compared · checks: {}\n\n",
+      "· checks: {}\n\n",
       verdict_icon(result.verdict), compare::to_string(result.verdict), md(result.headline),
       md(result.a.case_name), md(result.a.label), md(result.a.producer), md(result.b.label),
-      md(result.b.producer), result.series.steps.size(), tally.empty() ? "none" : tally);
+      md(result.b.producer), md(compared_text(result)), tally.empty() ? "none" : tally);
 }
 
 std::string diagnoses_markdown(const ComparisonResult& result) {
@@ -138,9 +139,16 @@ std::string render_markdown(const ComparisonResult& result) {
   out += diagnoses_markdown(result);
   out += checks_markdown(result);
   out += runs_markdown(result);
-  out += fmt::format("### Tolerances\n\n- loss: {} ({})\n- gradients and parameters: {} ({})\n\n",
-                     tolerance_text(result.loss_tolerance), md(result.loss_tolerance.source),
-                     tolerance_text(result.tensor_tolerance), md(result.tensor_tolerance.source));
+  if (result.seed_distributions.empty()) {
+    out += fmt::format(
+        "### Tolerances\n\n- loss: {} ({})\n- gradients and parameters: {} ({})\n\n",
+        tolerance_text(result.loss_tolerance), md(result.loss_tolerance.source),
+        tolerance_text(result.tensor_tolerance), md(result.tensor_tolerance.source));
+  } else {
+    out += "### Over seeds\n\n";
+    for (const std::string& line : seed_distribution_lines(result)) out += "- " + md(line) + "\n";
+    out += "\n";
+  }
   out += fmt::format("<sub>parity {} · report schema {} · generated {} · charts in {}</sub>\n",
                      md(result.parity_version), result.schema_version, md(result.generated_at),
                      kHtmlFile);

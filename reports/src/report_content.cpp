@@ -1,5 +1,7 @@
 #include "report_content.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 
@@ -93,6 +95,27 @@ std::vector<std::pair<compare::CheckStatus, size_t>> status_tally(
     if (count > 0) tally.emplace_back(status, count);
   }
   return tally;
+}
+
+std::string compared_text(const compare::ComparisonResult& result) {
+  if (result.seed_distributions.empty()) {
+    return fmt::format("{} steps compared", result.series.steps.size());
+  }
+  const compare::SeedDistribution& first = result.seed_distributions.front();
+  return fmt::format("{} seeds of A and {} of B compared", first.values_a.size(),
+                     first.values_b.size());
+}
+
+std::vector<std::string> seed_distribution_lines(const compare::ComparisonResult& result) {
+  std::vector<std::string> lines;
+  for (const compare::SeedDistribution& d : result.seed_distributions) {
+    lines.push_back(fmt::format(
+        "{}: A {}, B {}, difference {}, {:.0f}% interval [{}, {}], margin ±{}: {}", d.title,
+        format_number(d.mean_a), format_number(d.mean_b), format_number(d.mean_a - d.mean_b),
+        d.confidence * 100, format_number(d.interval_low), format_number(d.interval_high),
+        format_number(d.margin), d.verdict));
+  }
+  return lines;
 }
 
 }  // namespace parity::reports

@@ -31,6 +31,13 @@ std::vector<std::string> tensor_cells(const compare::TensorDelta& tensor);
 // "rtol 1.3e-6, atol 1e-5, 0 steps allowed outside".
 std::string tolerance_text(const compare::Tolerance& tolerance);
 
+// "200 steps compared", or over seeds "8 seeds of A and 8 of B compared".
+std::string compared_text(const compare::ComparisonResult& result);
+
+// A comparison over seeds, one line per final value: "test loss: A 0.512, B 0.515, difference
+// -0.003, 90% interval [-0.01, 0.004], margin ±0.02: equivalent".
+std::vector<std::string> seed_distribution_lines(const compare::ComparisonResult& result);
+
 // How many checks have each status, most severe first, statuses with no check left out.
 std::vector<std::pair<compare::CheckStatus, size_t>> status_tally(
     const std::vector<compare::Check>& checks);

@@ -468,4 +468,128 @@ Chart render_bar_chart(const BarChart& spec) {
   return chart;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Dot charts.
+
+namespace {
+
+// The finite values a dot chart shows: every point, centre and interval end, the band and the
+// reference; the count of points left out.
+struct DotExtent {
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  size_t left_out = 0;
+
+  void add(double value) {
+    if (!std::isfinite(value)) {
+      ++left_out;
+      return;
+    }
+    min = std::min(min, value);
+    max = std::max(max, value);
+  }
+  void add(const std::optional<double>& value) {
+    if (value) add(*value);
+  }
+};
+
+DotExtent dot_extent(const DotChart& spec) {
+  DotExtent extent;
+  for (const DotRow& row : spec.rows) {
+    for (double point : row.points) extent.add(point);
+    extent.add(row.center);
+    extent.add(row.interval_low);
+    extent.add(row.interval_high);
+  }
+  extent.add(spec.band_low);
+  extent.add(spec.band_high);
+  extent.add(spec.reference_x);
+  return extent;
+}
+
+std::string dot_row_markup(const DotRow& row, double y, const Axis& axis, const PlotArea& plot) {
+  std::string out = fmt::format(
+      "<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>", coordinate(plot.left + 4),
+      coordinate(y - 14), kTextColor, markup_escape(row.label));
+  if (row.interval_low && row.interval_high && std::isfinite(*row.interval_low) &&
+      std::isfinite(*row.interval_high)) {
+    out += fmt::format(
+        "<line x1=\"{0}\" y1=\"{2}\" x2=\"{1}\" y2=\"{2}\" stroke=\"{3}\" stroke-width=\"3\" "
+        "stroke-linecap=\"round\"><title>{4}: interval [{5}, {6}]</title></line>",
+        coordinate(plot.x_of(axis, *row.interval_low)),
+        coordinate(plot.x_of(axis, *row.interval_high)), coordinate(y), row.color,
+        markup_escape(row.label), format_number(*row.interval_low),
+        format_number(*row.interval_high));
+  }
+  for (double point : row.points) {
+    if (!std::isfinite(point)) continue;
+    out += fmt::format(
+        "<circle cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\" fill-opacity=\"0.55\" "
+        "stroke=\"{}\"><title>{}: {}</title></circle>",
+        coordinate(plot.x_of(axis, point)), coordinate(y), row.color, row.color,
+        markup_escape(row.label), format_number(point));
+  }
+  if (row.center && std::isfinite(*row.center)) {
+    const std::string x = coordinate(plot.x_of(axis, *row.center));
+    out += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"{3}\" "
+        "stroke-width=\"2.5\"><title>{4}: {5}</title></line>",
+        x, coordinate(y - 9), coordinate(y + 9), row.color, markup_escape(row.label),
+        format_number(*row.center));
+  }
+  return out;
+}
+
+}  // namespace
+
+Chart render_dot_chart(const DotChart& spec) {
+  Chart chart;
+  chart.title = spec.title;
+  const DotExtent extent = dot_extent(spec);
+  if (extent.left_out > 0) {
+    chart.notes.push_back(fmt::format("{} left out: not finite (NaN or infinite).",
+                                      plural(extent.left_out, "value is", "values are")));
+  }
+  if (spec.rows.empty() || !std::isfinite(extent.min)) {
+    chart.notes.insert(chart.notes.begin(), "No finite value to plot.");
+    return chart;
+  }
+  const double margin = 0.06 * (extent.max - extent.min);
+  const Axis axis = linear_axis(extent.min - margin, extent.max + margin, 6);
+  const PlotArea plot;
+
+  std::string svg = svg_open(spec.title);
+  for (size_t i = 0; i < axis.ticks.size(); ++i) {  // vertical grid lines
+    const std::string x = coordinate(plot.x_of(axis, axis.ticks[i]));
+    svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"{3}\"/>", x,
+                       coordinate(plot.top), coordinate(plot.bottom), kGridColor);
+  }
+  if (spec.band_low && spec.band_high) {
+    const double left = plot.x_of(axis, *spec.band_low);
+    const double right = plot.x_of(axis, *spec.band_high);
+    svg += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" fill-opacity=\"0.13\">"
+        "<title>{}</title></rect>",
+        coordinate(left), coordinate(plot.top), coordinate(right - left),
+        coordinate(plot.height()), spec.band_color, markup_escape(spec.band_label));
+    chart.legend.push_back({spec.band_label, spec.band_color, LegendEntry::Kind::kArea});
+  }
+  if (spec.reference_x) {
+    const std::string x = coordinate(plot.x_of(axis, *spec.reference_x));
+    svg += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"{3}\" "
+        "stroke-dasharray=\"2 3\"/>",
+        x, coordinate(plot.top), coordinate(plot.bottom), kTextColor);
+  }
+  const double row_height = plot.height() / static_cast<double>(spec.rows.size());
+  for (size_t r = 0; r < spec.rows.size(); ++r) {
+    const double y = plot.top + row_height * (static_cast<double>(r) + 0.5) + 7;
+    svg += dot_row_markup(spec.rows[r], y, axis, plot);
+    chart.legend.push_back({spec.rows[r].label, spec.rows[r].color, LegendEntry::Kind::kMarker});
+  }
+  svg += x_axis_markup(x_ticks(axis, plot), plot, spec.x_label);
+  chart.svg = svg + "</svg>";
+  return chart;
+}
+
 }  // namespace parity::reports

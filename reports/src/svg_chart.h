@@ -1,4 +1,4 @@
-// Line and bar charts as inline SVG, drawn in C++ (the report needs no script).
+// Line, bar and dot charts as inline SVG, drawn in C++ (the report needs no script).
 //
 // A chart is the <svg> element (axes with nice ticks, grid, data) plus what the page shows
 // around it: a legend and notes, which HTML lays out and wraps better than SVG text can. The SVG
@@ -53,6 +53,28 @@ struct BarChart {
   std::vector<BarSeries> series;  // bars of one category stand side by side
 };
 
+// Points on one horizontal value axis, a row each: e.g. every seed's final value of each
+// producer, or the difference of their means with its confidence interval.
+struct DotRow {
+  std::string label;  // written above the row, inside the plot
+  std::string color;
+  std::vector<double> points;          // one dot each
+  std::optional<double> center;        // a tall tick, e.g. the mean
+  std::optional<double> interval_low;  // a bar from low to high, with `center`
+  std::optional<double> interval_high;
+};
+
+struct DotChart {
+  std::string title;
+  std::string x_label;  // with the unit
+  std::vector<DotRow> rows;
+  // A shaded range across every row (e.g. an equivalence margin), with its legend label.
+  std::optional<double> band_low, band_high;
+  std::string band_label;
+  std::string band_color;
+  std::optional<double> reference_x;  // a vertical rule, e.g. a difference of 0
+};
+
 struct LegendEntry {
   enum class Kind { kLine, kDashedLine, kArea, kBar, kMarker };
   std::string label;
@@ -69,5 +91,7 @@ struct Chart {
 
 Chart render_line_chart(const LineChart& spec);
 Chart render_bar_chart(const BarChart& spec);
+// Non-finite values are left out, with a note.
+Chart render_dot_chart(const DotChart& spec);
 
 }  // namespace parity::reports

@@ -84,18 +84,6 @@ std::string paint(const std::string& text, CheckStatus status, bool color) {
   return color ? ansi_color(status) + text + "\033[0m" : text;
 }
 
-CheckStatus verdict_tone(compare::Verdict verdict) {
-  switch (verdict) {
-    case compare::Verdict::kEquivalent:
-      return CheckStatus::kPass;
-    case compare::Verdict::kNotEquivalent:
-      return CheckStatus::kFail;
-    case compare::Verdict::kIncomplete:
-      return CheckStatus::kWarn;
-  }
-  return CheckStatus::kWarn;
-}
-
 std::string result_line(const Check& check) {
   return fit(one_line(check.summary), kMaxResultWidth);
 }

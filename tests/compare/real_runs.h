@@ -105,6 +105,15 @@ inline void edit_metrics(const std::filesystem::path& run, int64_t step,
   std::ofstream(path, std::ios::trunc) << text.str();
 }
 
+// Rewrites run.json with `edit`.
+inline void edit_run_json(const std::filesystem::path& run,
+                          const std::function<void(nlohmann::json&)>& edit) {
+  const std::filesystem::path path = run / "run.json";
+  nlohmann::json info = nlohmann::json::parse(std::ifstream(path));
+  edit(info);
+  std::ofstream(path, std::ios::trunc) << info.dump(2) << '\n';
+}
+
 // Rewrites tensors/step_NNNNNN.safetensors with `edit`, keeping its metadata.
 inline void edit_tensors(const std::filesystem::path& run, int64_t step,
                          const std::function<void(NamedTensors&)>& edit) {

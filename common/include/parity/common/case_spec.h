@@ -83,6 +83,9 @@ struct RngSpec {
 };
 
 // How `parity run` judges the case; not part of what is trained (CaseSpec::hash() leaves it out).
+// The case's seeds, the keys a seed set's runs may differ in (parity run --seeds).
+inline const std::vector<std::string> kCaseSeedKeys = {"rng.seed", "data.seed", "init.seed"};
+
 struct CompareSpec {
   // Also train the engine in float64 and measure both runs' error against it (the oracle).
   bool oracle = false;
@@ -91,6 +94,14 @@ struct CompareSpec {
   // line's --tensor-rtol/--tensor-atol win over these.
   double tensor_rtol = 0.0;
   double tensor_atol = 0.0;
+  // parity run --seeds N: seed i's runs set each of these keys to the case's value + i (the
+  // dropout streams by default; add data.seed to vary the data order, init.seed the start).
+  std::vector<std::string> seed_keys = {"rng.seed"};
+  // The equivalence margins of the final values over seeds (compare/seed_sets.h): a loss in its
+  // own units, an accuracy as a fraction (0.01 is one percentage point). --loss-margin and
+  // --accuracy-margin win.
+  double seeds_loss_margin = 0.02;
+  double seeds_accuracy_margin = 0.01;
 };
 
 // A case that reproduces an item of the source documents (docs/pitfalls.md: S1-S11, P1-P14):

@@ -10,6 +10,9 @@
 //   diagnosis       a rule that matched the failed checks' symptoms, naming a pitfall of the
 //                   catalogue (docs/pitfalls.md: P2, P4, ...) with its evidence and the fix.
 //   series          per-step values the reports chart.
+//   seed sets       a comparison over seeds (parity run --seeds, parity compare --seeds): N runs
+//                   per producer that differ only in their seeds, judged by the distributions of
+//                   their final values (seed_distributions), not step by step.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +26,9 @@ namespace parity::compare {
 inline constexpr int kReportSchemaVersion = 1;
 
 enum class CheckStatus { kPass, kFail, kWarn, kNotRecorded };
-enum class Verdict { kEquivalent, kNotEquivalent, kIncomplete };
+// kInconclusive: a comparison over seeds whose samples are too small to tell equivalence from a
+// difference (the report says how many seeds would).
+enum class Verdict { kEquivalent, kNotEquivalent, kIncomplete, kInconclusive };
 
 // "pass", "fail", "warn", "not recorded"; "equivalent", "not equivalent", "incomplete".
 // Inline, so that reports (which depends on these types only, not on compare's library) speaks
@@ -50,10 +55,28 @@ inline const char* to_string(Verdict verdict) {
       return "not equivalent";
     case Verdict::kIncomplete:
       return "incomplete";
+    case Verdict::kInconclusive:
+      return "inconclusive";
   }
   return "unknown";
 }
-// The CLI's exit code for a verdict: 0 equivalent, 1 not equivalent, 3 a run is incomplete.
+// The verdict in the checks' tones, for colours and icons: equivalent like a pass, not
+// equivalent like a failure, incomplete and inconclusive like a warning.
+inline CheckStatus verdict_tone(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kEquivalent:
+      return CheckStatus::kPass;
+    case Verdict::kNotEquivalent:
+      return CheckStatus::kFail;
+    case Verdict::kIncomplete:
+    case Verdict::kInconclusive:
+      return CheckStatus::kWarn;
+  }
+  return CheckStatus::kWarn;
+}
+
+// The CLI's exit code for a verdict: 0 equivalent, 1 not equivalent, 3 a run is incomplete,
+// 4 inconclusive (2 is bad input).
 int exit_code(Verdict verdict);
 
 // One number a check reports, e.g. {"max_abs_error", 3.1e-6, ""} or {"ratio", 8.0, "x"}.
@@ -135,6 +158,21 @@ struct Tolerance {
   std::string source;  // e.g. "float32 defaults (torch.testing.assert_close: rtol 1.3e-6, ...)"
 };
 
+// One final value (test loss, test accuracy) of every seed's run of each producer, and the
+// two-sided equivalence test of their means (compare/seed_equivalence.h); the check of the same
+// id ("seeds_" + metric) carries the test's figures.
+struct SeedDistribution {
+  std::string metric;  // "test_loss", "test_accuracy", "final_loss"
+  std::string title;   // "Test loss"
+  std::vector<std::string> seeds_a, seeds_b;  // each run's label (its folder's name)
+  std::vector<double> values_a, values_b;
+  double mean_a = 0, mean_b = 0;
+  double margin = 0;  // equivalent when the interval lies inside (-margin, margin)
+  double confidence = 0.9;  // of the interval: 1 - 2 alpha
+  double interval_low = 0, interval_high = 0;  // of mean_a - mean_b
+  std::string verdict;  // "equivalent", "different", "inconclusive"
+};
+
 struct ComparisonResult {
   int schema_version = kReportSchemaVersion;
   Verdict verdict = Verdict::kEquivalent;
@@ -145,6 +183,7 @@ struct ComparisonResult {
   std::vector<Check> checks;
   std::vector<Diagnosis> diagnoses;
   StepSeries series;
+  std::vector<SeedDistribution> seed_distributions;  // a comparison over seeds only
   std::string parity_version;
   std::string generated_at;  // ISO 8601 UTC
 };
