@@ -105,6 +105,14 @@ inline void edit_metrics(const std::filesystem::path& run, int64_t step,
   std::ofstream(path, std::ios::trunc) << text.str();
 }
 
+// Rewrites run.json with `edit`.
+inline void edit_run_json(const std::filesystem::path& run,
+                          const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json info = nlohmann::json::parse(std::ifstream(run / "run.json"));
+  edit(info);
+  std::ofstream(run / "run.json", std::ios::trunc) << info.dump(2);
+}
+
 // Rewrites tensors/step_NNNNNN.safetensors with `edit`, keeping its metadata.
 inline void edit_tensors(const std::filesystem::path& run, int64_t step,
                          const std::function<void(NamedTensors&)>& edit) {
