@@ -175,7 +175,9 @@ RunStreams examine_run(char label, const RunDir& run, Findings& findings) {
   streams.keyed = !run.rng.empty() && run.rng.front().key.has_value();
   // First: keys other than the case's mean the producer drew another stream than it declares.
   streams.derivation = derive_recorded_keys(label, run);
-  if (streams.derivation.first_mismatch) streams.failures.push_back(*streams.derivation.first_mismatch);
+  if (streams.derivation.first_mismatch) {
+    streams.failures.push_back(*streams.derivation.first_mismatch);
+  }
   check_replica_independence(group_by_step_and_site(run.rng), streams, findings);
   check_fresh_steps(run.rng, streams, findings);
   check_keep_rates(run.rng, streams);
@@ -222,8 +224,8 @@ std::string why_unrecorded(const RunDir& run, char label) {
                        "with a rate above 0",
                        label, run.info.producer);
   }
-  return fmt::format("run {} ({}) brought no RNG streams (rng.jsonl): the importers do not "
-                     "carry dropout masks yet",
+  return fmt::format("run {} ({}) brought no RNG streams (rng.jsonl): log the script's dropout "
+                     "masks with log_dropout (interop/python) and import its log again",
                      label, run.info.producer);
 }
 
@@ -234,7 +236,8 @@ std::string derivation_summary(const std::vector<RunStreams>& examined) {
   for (const RunStreams& run : examined) {
     const KeyDerivation& derivation = run.derivation;
     if (derivation.skipped) {
-      parts.push_back(fmt::format("run {}'s keys not recomputed: {}", run.label, *derivation.skipped));
+      parts.push_back(
+          fmt::format("run {}'s keys not recomputed: {}", run.label, *derivation.skipped));
     } else if (derivation.mismatches == 0) {
       parts.push_back(fmt::format("all {} of run {}'s recorded keys recomputed from its case's "
                                   "[rng] with the host threefry, each equal",
