@@ -144,9 +144,13 @@ void register_import_command(CLI::App& app) {
     }
     const CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
     const interop::ImportSummary summary = interop::import_metrics(spec, request);
-    std::cout << fmt::format("parity import metrics: {} steps of case {} from {} ({}) -> {}\n",
-                             summary.steps, spec.name, request.source.string(), summary.producer,
-                             request.out_dir.string());
+    const std::string draws =
+        summary.dropout_draws > 0
+            ? fmt::format(" and {} dropout masks (rng.jsonl)", summary.dropout_draws)
+            : "";
+    std::cout << fmt::format("parity import metrics: {} steps{} of case {} from {} ({}) -> {}\n",
+                             summary.steps, draws, spec.name, request.source.string(),
+                             summary.producer, request.out_dir.string());
   });
   register_import_tensors(*import);
 }

@@ -308,8 +308,10 @@ class CaseChecker {
   ModelSide model_outputs_;
 };
 
-// [case] name is optional: the file name is the case name.
+// [case] name is optional: the file name is the case name. A case read from text (a run's
+// recorded case: case_from_text) has no file to agree with.
 void check_name_matches_file(CaseSpec& spec, const KeyOrigins& origins) {
+  if (spec.source_file.empty()) return;
   const std::string stem = spec.source_file.stem().string();
   if (spec.name.empty()) {
     spec.name = stem;

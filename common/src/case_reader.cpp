@@ -170,7 +170,10 @@ class CaseReader {
 }  // namespace
 
 toml::table parse_case_file(const std::filesystem::path& file) {
-  const std::string text = read_text_file(file);
+  return parse_case_text(read_text_file(file), file);
+}
+
+toml::table parse_case_text(const std::string& text, const std::filesystem::path& file) {
   try {
     return toml::parse(text, file.string());
   } catch (const toml::parse_error& error) {

@@ -17,6 +17,8 @@ namespace parity {
 
 // The case file parsed as TOML; a syntax error names file:line:column.
 toml::table parse_case_file(const std::filesystem::path& file);
+// The same for case text read elsewhere (run.json's), `file` naming it in errors.
+toml::table parse_case_text(const std::string& text, const std::filesystem::path& file);
 
 // Every section and key of `root` must be in the schema.
 void check_structure(const toml::table& root, const std::filesystem::path& file);

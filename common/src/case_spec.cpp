@@ -15,7 +15,6 @@
 #include "parity/common/case_limits.h"
 #include "parity/common/digest.h"
 #include "parity/common/error.h"
-#include "parity/common/error.h"
 
 #ifndef PARITY_SOURCE_CASES_DIR
 #error "parity_common must be compiled with PARITY_SOURCE_CASES_DIR (see common/CMakeLists.txt)"
@@ -40,6 +39,15 @@ CaseSpec load_case(const std::string& name_or_path, const std::vector<std::strin
   check_case(spec, origins);
   // Last: the estimate assumes the bounds above (case_limits.h) hold.
   check_case_memory(spec, physical_memory_bytes());
+  return spec;
+}
+
+CaseSpec case_from_text(const std::string& toml, const std::filesystem::path& origin) {
+  const toml::table root = parse_case_text(toml, origin);
+  check_structure(root, origin);
+  KeyOrigins origins(origin);
+  CaseSpec spec = read_case(root, origin, {}, origins);
+  check_case(spec, origins);
   return spec;
 }
 

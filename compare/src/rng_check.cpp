@@ -5,6 +5,7 @@
 //     with p = 1 - rate, within kZBound binomial standard deviations (P5, R1);
 //   - steps draw afresh: no replica repeats a mask at a site across steps (R2);
 //   - each site keeps 1 - rate of its elements, within kZBound standard deviations over the run.
+//   - every recorded key is the one the run's case derives (rng_derivation.h).
 // Across the runs, a draw made from the same key on both sides must give the same mask: the
 // producers declare the same stream (ddp_ref's rng = "threefry") and must draw bit-identical
 // masks. Streams from different generators (torch's and threefry) can only agree in
@@ -17,6 +18,7 @@
 
 #include "checks.h"
 #include "figures.h"
+#include "rng_derivation.h"
 
 namespace parity::compare {
 namespace {
@@ -78,6 +80,7 @@ struct RunStreams {
   int64_t identical_pairs = 0;
   double worst_agreement_z = 0;
   int64_t repeated = 0;
+  KeyDerivation derivation;
   std::vector<std::string> failures;  // one line each, worst kind first
 };
 
@@ -170,6 +173,11 @@ RunStreams examine_run(char label, const RunDir& run, Findings& findings) {
   RunStreams streams;
   streams.label = label;
   streams.keyed = !run.rng.empty() && run.rng.front().key.has_value();
+  // First: keys other than the case's mean the producer drew another stream than it declares.
+  streams.derivation = derive_recorded_keys(label, run);
+  if (streams.derivation.first_mismatch) {
+    streams.failures.push_back(*streams.derivation.first_mismatch);
+  }
   check_replica_independence(group_by_step_and_site(run.rng), streams, findings);
   check_fresh_steps(run.rng, streams, findings);
   check_keep_rates(run.rng, streams);
@@ -216,9 +224,31 @@ std::string why_unrecorded(const RunDir& run, char label) {
                        "with a rate above 0",
                        label, run.info.producer);
   }
-  return fmt::format("run {} ({}) brought no RNG streams (rng.jsonl): the importers do not "
-                     "carry dropout masks yet",
+  return fmt::format("run {} ({}) brought no RNG streams (rng.jsonl): log the script's dropout "
+                     "masks with log_dropout (interop/python) and import its log again",
                      label, run.info.producer);
+}
+
+// What the derivation part did for each examined run: the keys it recomputed and how many differ,
+// or why it recomputed none.
+std::string derivation_summary(const std::vector<RunStreams>& examined) {
+  std::vector<std::string> parts;
+  for (const RunStreams& run : examined) {
+    const KeyDerivation& derivation = run.derivation;
+    if (derivation.skipped) {
+      parts.push_back(
+          fmt::format("run {}'s keys not recomputed: {}", run.label, *derivation.skipped));
+    } else if (derivation.mismatches == 0) {
+      parts.push_back(fmt::format("all {} of run {}'s recorded keys recomputed from its case's "
+                                  "[rng] with the host threefry, each equal",
+                                  derivation.recomputed, run.label));
+    } else {
+      parts.push_back(fmt::format("{} of run {}'s {} recorded keys differ from its case's [rng] "
+                                  "derivation",
+                                  derivation.mismatches, run.label, derivation.recomputed));
+    }
+  }
+  return fmt::format("Keys: {}.", fmt::join(parts, "; "));
 }
 
 }  // namespace
@@ -245,6 +275,12 @@ Check check_rng(const RunPair& runs, Findings& findings) {
                              static_cast<double>(run.identical_pairs), ""});
     check.figures.push_back({"worst_agreement_z_" + suffix, run.worst_agreement_z, ""});
     check.figures.push_back({"repeated_masks_" + suffix, static_cast<double>(run.repeated), ""});
+    if (!run.derivation.skipped) {
+      check.figures.push_back({"keys_recomputed_" + suffix,
+                               static_cast<double>(run.derivation.recomputed), ""});
+      check.figures.push_back({"key_mismatches_" + suffix,
+                               static_cast<double>(run.derivation.mismatches), ""});
+    }
     check.details.insert(check.details.end(), run.failures.begin(), run.failures.end());
   }
   const CrossRun cross = compare_streams(runs.a, runs.b);
@@ -254,14 +290,18 @@ Check check_rng(const RunPair& runs, Findings& findings) {
   const size_t failures = check.details.size();
   if (!has_a || !has_b) check.details.push_back(why_unrecorded(has_a ? runs.b : runs.a, has_a ? 'B' : 'A'));
 
+  const std::string derivation = derivation_summary(examined);
   if (failures > 0) {
     check.status = CheckStatus::kFail;
-    if (findings.shared_replica_masks) check.first_failing_step = findings.shared_replica_masks->step;
-    if (findings.repeated_mask) {
-      const int64_t step = findings.repeated_mask->step;
+    const auto failing_at = [&check](int64_t step) {
       check.first_failing_step = check.first_failing_step ? std::min(*check.first_failing_step, step) : step;
+    };
+    if (findings.shared_replica_masks) failing_at(findings.shared_replica_masks->step);
+    if (findings.repeated_mask) failing_at(findings.repeated_mask->step);
+    for (const RunStreams& run : examined) {
+      if (run.derivation.first_mismatch_step) failing_at(*run.derivation.first_mismatch_step);
     }
-    check.summary = fmt::format("RNG streams are wrong: {}.", check.details.front());
+    check.summary = fmt::format("RNG streams are wrong: {}. {}", check.details.front(), derivation);
     return check;
   }
   check.status = CheckStatus::kPass;
@@ -277,8 +317,8 @@ Check check_rng(const RunPair& runs, Findings& findings) {
   }
   check.summary = fmt::format(
       "Replicas drew independent masks ({} replica pairs, agreement within {} standard "
-      "deviations of independence), no mask repeated across steps, keep rates as declared.{}",
-      pairs, format_number(kZBound), across);
+      "deviations of independence), no mask repeated across steps, keep rates as declared.{} {}",
+      pairs, format_number(kZBound), across, derivation);
   return check;
 }
 

@@ -22,6 +22,18 @@ importable, else pass process_index=):
                         sample_ids=ids, step_seconds=time.perf_counter() - start,
                         replicated=True)
 
+Dropout masks: to let parity's RNG check judge them, return each dropout's keep mask and key
+from the step (e.g. with Flax's Module.sow, or by drawing the mask yourself), and log them for
+every site at every logged step (before log_step):
+
+    logger.log_dropout(step, "Residual_1/Dropout_0", masks, rate=0.1,
+                       keys=jax.random.key_data(site_keys))
+
+masks: one keep mask per replica (nonzero = kept), stacked on axis 0 as pmap returns them, in
+Flax's layout; keys (optional): each replica's key the mask was drawn from, shape (replicas, 2),
+uint32 [hi, lo], i.e. the key bernoulli used (for nn.Dropout, make_rng("dropout")'s key), which
+parity's RNG check recomputes from the case's [rng]. The site is the Dropout module's path.
+
 With pmap the returned params and grads carry a leading device axis; replicated=True keeps
 device 0's copy (flax.jax_utils.unreplicate does the same). replica_losses are the
 per-device losses; loss defaults to their mean, which is the global mean because pmap gives
@@ -37,7 +49,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from parity_log_common import LogDirWriter, global_l2_norm
+from parity_log_common import LogDirWriter, dropout_draw_line, global_l2_norm, summarise_mask
 
 
 def flatten_pytree(tree, sep="/"):
@@ -102,6 +114,25 @@ class JaxRunLogger:
         if self._writer.wants_tensors(step):
             self._writer.write_tensors(step, params, grads, {
                 "producer": "parity_jax_log", "naming": "flax", "step": str(int(step))})
+
+    def log_dropout(self, step, site, masks, *, rate, keys=None):
+        """One rng.jsonl line per replica: row r of `masks` (and of `keys`, when given) is
+        replica r's draw at `site` (module docstring)."""
+        if self._writer is None:
+            return
+        masks = np.asarray(masks)
+        if masks.ndim < 2:
+            raise ValueError(f"step {step}, site {site}: masks of shape {masks.shape}; stack one "
+                             "mask per replica on axis 0 (masks[None] for a single replica)")
+        if keys is not None:
+            keys = np.asarray(keys)
+            if keys.shape != (masks.shape[0], 2):
+                raise ValueError(f"step {step}, site {site}: keys of shape {keys.shape}, expected "
+                                 f"({masks.shape[0]}, 2): one [hi, lo] per replica")
+        for replica, mask in enumerate(masks):
+            key = None if keys is None else keys[replica]
+            self._writer.write_dropout(
+                dropout_draw_line(step, replica, site, rate, summarise_mask(mask), key))
 
     def close(self):
         if self._writer is not None:

@@ -13,10 +13,17 @@ parity_torch_log (PyTorch) and parity_jax_log (JAX/Flax) both write, under one l
                                       framework's own names and layouts; batch_stats/<name>
                                       (BatchNorm's running statistics) where the helper
                                       records them
+    rng.jsonl                         with log_dropout: one line per step, replica and dropout
+                                      site, in the run directory's format
+                                      (common/include/parity/common/rng_streams.h): the keep
+                                      mask's size, kept count, digest and first 4,096 bits, the
+                                      drop rate and, where the mask came from a jax.random key,
+                                      the key's words
 
 `parity import metrics LOG_DIR/metrics.jsonl --case CASE --map loss=loss ...` turns the
-metrics into a run directory; the tensors keep the framework's names for `parity import
-tensors`, which maps them onto parity's canonical names (dense0.kernel, ...).
+metrics into a run directory, and LOG_DIR/rng.jsonl into its RNG streams; the tensors keep the
+framework's names for `parity import tensors`, which maps them onto parity's canonical names
+(dense0.kernel, ...).
 
 Plain Python 3.11 and NumPy; nothing else (Debian has no python3-safetensors, so safetensors
 files are written here from the format's description).
@@ -69,6 +76,50 @@ def count_duplicates(sample_ids):
     """count_duplicates of digest.cpp: how many ids repeat an id earlier in the list."""
     ids = _ids_as_int64(sample_ids)
     return len(ids) - len(set(ids))
+
+
+# ---- dropout masks (rng.jsonl) -----------------------------------------------------------------
+
+# kMaskPrefixBits of common/include/parity/common/rng_streams.h: how many of a mask's first
+# elements the line carries as bits, what compare measures replica agreement on.
+MASK_PREFIX_BITS = 4096
+
+
+def summarise_mask(keep):
+    """summarise_mask of common/src/rng_streams.cpp: the mask (nonzero = kept) as one byte per
+    element, 1 kept, 0 dropped, in row-major order; its size, kept count, FNV-1a 64 digest of
+    those bytes (16 hex digits) and its first MASK_PREFIX_BITS elements packed eight per byte,
+    the first element in the lowest bit, as hex."""
+    elements = (np.asarray(keep) != 0).reshape(-1).astype(np.uint8)
+    if elements.size == 0:
+        raise ValueError("a dropout mask has at least one element; this one is empty")
+    prefix = np.packbits(elements[:MASK_PREFIX_BITS], bitorder="little")
+    return {"size": int(elements.size), "kept": int(elements.sum()),
+            "digest": f"{fnv1a64(elements.tobytes()):016x}", "prefix": prefix.tobytes().hex()}
+
+
+def dropout_draw_line(step, replica, site, rate, summary, key=None):
+    """One rng.jsonl line (as a dict) for the mask `summary` (summarise_mask) that dropout site
+    `site` (its module path, "Residual_1/Dropout_0") drew on `replica` at `step` with drop rate
+    `rate`; `key`: the jax.random key's two uint32 words [hi, lo] (jax.random.key_data), or None
+    for a generator without keys (torch's). Checks what the C++ reader would refuse."""
+    step, replica, rate = int(step), int(replica), float(rate)
+    if step < 0 or replica < 0:
+        raise ValueError(f"step {step}, replica {replica}: both count from 0")
+    if not isinstance(site, str) or not site:
+        raise ValueError(f"site {site!r}: pass the dropout module's path, e.g. 'Dropout_0'")
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"site {site}: rate {rate} is outside [0, 1); pass the drop rate, not "
+                         "the keep probability")
+    line = {"step": step, "replica": replica, "site": site, "rate": rate}
+    if key is not None:
+        words = [int(word) for word in np.asarray(key).reshape(-1).tolist()]
+        if len(words) != 2 or not all(0 <= word < (1 << 32) for word in words):
+            raise ValueError(f"site {site}: key {words} is not two uint32 words [hi, lo]; pass "
+                             "jax.random.key_data(key)")
+        line["key"] = words
+    line.update(summary)
+    return line
 
 
 def global_l2_norm(arrays):
@@ -195,8 +246,16 @@ class LogDirWriter:
         if os.path.exists(metrics_path) and not overwrite:
             raise FileExistsError(f"{metrics_path} exists (an earlier run's log); pass "
                                   "overwrite=True to replace it")
+        # An earlier run's masks must not be imported with this run's metrics.
+        self._rng_path = os.path.join(self.log_dir, "rng.jsonl")
+        if os.path.exists(self._rng_path):
+            if not overwrite:
+                raise FileExistsError(f"{self._rng_path} exists (an earlier run's log); pass "
+                                      "overwrite=True to replace it")
+            os.remove(self._rng_path)
         os.makedirs(os.path.join(self.log_dir, "tensors"), exist_ok=True)
         self._metrics = open(metrics_path, "w", encoding="utf-8")
+        self._rng = None  # opened by the first write_dropout
         self._last_step = None
 
     def wants_tensors(self, step):
@@ -229,6 +288,15 @@ class LogDirWriter:
         self._metrics.write(json.dumps(line, separators=(",", ":"), allow_nan=False) + "\n")
         self._metrics.flush()
 
+    def write_dropout(self, line):
+        """One rng.jsonl line (dropout_draw_line), flushed. `parity import metrics` requires
+        every imported step to hold every replica at every site its first step has."""
+        if self._rng is None:
+            self._rng = open(self._rng_path, "w", encoding="utf-8")
+        # Keys sorted and no spaces: the bytes nlohmann::json's dump() gives the C++ writer.
+        self._rng.write(json.dumps(line, separators=(",", ":"), sort_keys=True) + "\n")
+        self._rng.flush()
+
     def write_tensors(self, step, params, grads, metadata=None, batch_stats=None):
         """tensors/step_NNNNNN.safetensors with params/<name>, grads/<name> and
         batch_stats/<name> (model state: BatchNorm's running statistics) as given."""
@@ -241,3 +309,5 @@ class LogDirWriter:
 
     def close(self):
         self._metrics.close()
+        if self._rng is not None:
+            self._rng.close()

@@ -40,6 +40,19 @@ m^t (f_0 - g_0) = m^t / n, and
 exact while every batch has the same n; a module that sees two batch sizes is refused at the
 next record step (set data.drop_last = true to keep the epoch's last batch from being shorter).
 
+Dropout masks: to let parity's RNG check judge them, call, on every rank, for every dropout
+site at every logged step (before log_step),
+
+    logger.log_dropout(step, "Dropout_0", keep, rate=0.1)
+
+with `keep` the mask this rank drew (nonzero = kept), e.g. from dropout written out as
+    keep = torch.empty_like(x).bernoulli_(1 - rate); x = x * keep / (1 - rate)
+(nn.Dropout does not expose its mask; `output != 0` recovers it where the input has no zeros).
+Each rank's mask is its replica's (replica = rank). A 4-D mask is taken as NCHW and recorded
+channels-last (NHWC), Flax's layout, as ddp_ref records its masks. torch's generator has no
+keys, so none are recorded. Only each mask's summary (size, kept count, digest, first 4,096 bits)
+travels to rank 0, not the mask.
+
 Metrics per step: loss is the mean over all ranks' samples (each rank's mean loss weighted by
 its batch size, as ddp_ref computes it), replica_losses each rank's mean, grad_norm the global
 L2 norm of .grad, param_norm that of the parameters, lr the optimizer's first group's lr, and,
@@ -53,7 +66,7 @@ import math
 import torch
 import torch.distributed as dist
 
-from parity_log_common import LogDirWriter
+from parity_log_common import LogDirWriter, dropout_draw_line, summarise_mask
 
 
 def _distributed():
@@ -176,6 +189,24 @@ class TorchRunLogger:
                 metadata["running_var"] = "biased: Flax's convention"
             self._writer.write_tensors(step, params, grads, metadata,
                                        batch_stats=self._batch_stats(step))
+
+    def log_dropout(self, step, site, keep, *, rate):
+        """Collective under torch.distributed: every rank passes the keep mask its dropout at
+        `site` (the module path parity's case names it by, e.g. "Residual_1/Dropout_0") drew at
+        `step`; rank 0 writes one rng.jsonl line per rank (module docstring)."""
+        keep = torch.as_tensor(keep).detach()
+        if keep.dim() == 4:
+            # NCHW -> NHWC, as to_flax_layout in ddp_ref/src/dropout_stream.cpp.
+            keep = keep.permute(0, 2, 3, 1)
+        summary = summarise_mask(keep.contiguous().cpu().numpy())
+        summaries = [summary]
+        if _distributed():
+            summaries = [None] * dist.get_world_size()
+            dist.all_gather_object(summaries, summary)
+        if self._writer is None:
+            return
+        for replica, each in enumerate(summaries):
+            self._writer.write_dropout(dropout_draw_line(step, replica, site, rate, each))
 
     def close(self):
         if self._writer is not None:

@@ -14,6 +14,7 @@
 #include "parity/common/run_dir.h"
 #include "parity/interop/import_checks.h"
 #include "parity/interop/tf_events.h"
+#include "rng_import.h"
 
 namespace parity::interop {
 namespace {
@@ -309,11 +310,17 @@ ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request)
     }
   }
 
+  const std::map<int64_t, double>& losses = series.at(request.mapping.at("loss"));
+  std::vector<int64_t> steps;
+  for (const auto& entry : losses) steps.push_back(entry.first);
+  const std::map<int64_t, std::vector<MaskDraw>> draws =
+      read_logged_draws(request.source, spec, steps);
+
   ImportSummary summary;
   summary.producer = producer_name(format);
   RunInfo info = run_info_for_case(spec, summary.producer);
   // An import promises the steps its source logged (often every Nth), not the case's count.
-  info.steps = static_cast<int64_t>(series.at(request.mapping.at("loss")).size());
+  info.steps = static_cast<int64_t>(steps.size());
   RunDirWriter writer(request.out_dir, info, request.overwrite);
   const auto value_at = [&](const std::string& metric, int64_t step) {
     const auto mapped = request.mapping.find(metric);
@@ -322,7 +329,7 @@ ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request)
     const auto found_value = values.find(step);
     return found_value == values.end() ? 0.0 : found_value->second;
   };
-  for (const auto& [step, loss] : series.at(request.mapping.at("loss"))) {
+  for (const auto& [step, loss] : losses) {
     StepMetrics metrics;
     metrics.step = step;
     metrics.loss = loss;
@@ -334,6 +341,10 @@ ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request)
       metrics.samples_digest = found_details->second.samples_digest;
       metrics.samples_set_digest = found_details->second.samples_set_digest;
       metrics.duplicate_samples = found_details->second.duplicate_samples;
+    }
+    if (const auto found_draws = draws.find(step); found_draws != draws.end()) {
+      writer.append_rng_draws(found_draws->second);  // before the step's metrics, as producers do
+      summary.dropout_draws += static_cast<int64_t>(found_draws->second.size());
     }
     writer.append_step(metrics);
     ++summary.steps;

@@ -137,6 +137,10 @@ TEST(CliRunLayers, VitFmnistDropoutDrawsBitIdenticalMasksOnBothProducers) {
   EXPECT_EQ(figure(checks, "rng", "replica_pairs_compared_a"), 336);
   EXPECT_EQ(figure(checks, "rng", "identical_replica_masks_a"), 0);
   EXPECT_EQ(figure(checks, "rng", "repeated_masks_b"), 0);
+  // Every recorded key is the one the case's [rng] derives, in both producers.
+  EXPECT_EQ(figure(checks, "rng", "keys_recomputed_a"), 96);
+  EXPECT_EQ(figure(checks, "rng", "key_mismatches_a"), 0);
+  EXPECT_EQ(figure(checks, "rng", "key_mismatches_b"), 0);
 }
 
 }  // namespace

@@ -223,6 +223,24 @@ TEST(CaseSpec, CanonicalTomlRoundTrips) {
   }
 }
 
+// A run's recorded case (run.json's case.toml) reads back as the case it was written from.
+TEST(CaseSpec, CaseFromTextReadsTheCanonicalTomlBack) {
+  const CaseSpec spec = load_case("p5-shared-dropout-key", {"rng.seed=7", "rng.per_step=split"});
+  const CaseSpec again = case_from_text(spec.to_toml(), "run/run.json (case.toml)");
+  EXPECT_EQ(again.to_toml(), spec.to_toml());
+  EXPECT_EQ(again.rng.seed, 7u);
+  EXPECT_EQ(again.rng.per_step, "split");
+  EXPECT_EQ(again.rng.per_device, "none");
+  try {
+    case_from_text("[rng]\nper_step = \"fold-in\"\n", "run/run.json (case.toml)");
+    FAIL() << "a per_step outside the schema was accepted";
+  } catch (const InputError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "rng.per_step: expected one of fold_in, split, none, found 'fold-in' at "
+              "run/run.json (case.toml):2:12; did you mean 'fold_in'?");
+  }
+}
+
 TEST(CaseSpec, CanonicalTomlPrintsEveryKeyInFixedOrder) {
   const std::string text = load_case("mlp2-fmnist").to_toml();
   const std::vector<std::string> in_order = {

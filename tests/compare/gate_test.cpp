@@ -20,18 +20,12 @@ namespace fs = std::filesystem;
 using testing::copy_run;
 using testing::ddp_run;
 using testing::edit_metrics;
+using testing::edit_run_json;
 using ::testing::HasSubstr;
 
 // A rerun of the baseline's case: ddp_ref run twice in one build is bit-identical
 // (ranks as threads, one Gloo ring order), so the calibration sees no numeric deviation.
 fs::path ddp_rerun() { return testing::shared_run("ddp-rerun", "ddp"); }
-
-// The run's run.json with `edit` applied.
-void edit_run_json(const fs::path& run, const std::function<void(nlohmann::json&)>& edit) {
-  nlohmann::json info = nlohmann::json::parse(std::ifstream(run / "run.json"));
-  edit(info);
-  std::ofstream(run / "run.json", std::ios::trunc) << info.dump(2);
-}
 
 CheckStatus status_of(const ComparisonResult& result, const std::string& id) {
   return testing::find_check(result, id).status;

@@ -21,6 +21,14 @@ inline const compare::Check& find_check(const compare::ComparisonResult& result,
   return missing;
 }
 
+// Whether the check states the figure (a check leaves out what it did not measure).
+inline bool has_figure(const compare::Check& check, const std::string& name) {
+  for (const compare::Figure& figure : check.figures) {
+    if (figure.name == name) return true;
+  }
+  return false;
+}
+
 // The figure's value; NaN (and a test failure) when the check lacks it.
 inline double figure(const compare::Check& check, const std::string& name) {
   for (const compare::Figure& figure : check.figures) {

@@ -14,6 +14,7 @@
 #include "command.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/error.h"
+#include "parity/common/rng_streams.h"
 #include "parity/common/run_dir.h"
 #include "parity/compare/compare.h"
 #include "test_files.h"
@@ -165,6 +166,40 @@ TEST(MetricsImport, BadLogsAreRefusedWithTheFileLineAndFix) {
   std::ofstream(dir.path("notes.txt")) << "loss 0.5\n";
   EXPECT_THAT(import_error(dir.path("notes.txt"), "loss"),
               HasSubstr("pass --format tfevents, jsonl or csv"));
+}
+
+// rng.jsonl beside the metrics (interop/python's log_dropout) is read as a run directory's: every
+// imported step holds every replica of the case, and no draw lies at a step without a loss.
+TEST(MetricsImport, LoggedDropoutDrawsMustMatchTheImportedStepsAndReplicas) {
+  testing::TempDir dir;
+  const auto log = [&](const std::string& name, int64_t draw_steps, int64_t replicas) {
+    std::filesystem::create_directories(dir.path(name));
+    std::ofstream(dir.path(name + "/metrics.jsonl")) << "{\"step\": 0, \"loss\": 0.5}\n"
+                                                        "{\"step\": 1, \"loss\": 0.4}\n";
+    std::ofstream rng(rng_streams_path(dir.path(name)));
+    for (int64_t step = 0; step < draw_steps; ++step) {
+      for (int64_t replica = 0; replica < replicas; ++replica) {
+        const std::vector<uint8_t> keep = {1, 0, static_cast<uint8_t>(step), 1};
+        rng << mask_draw_to_json_line(summarise_mask(step, replica, "Dropout_0", 0.5, keep))
+            << '\n';
+      }
+    }
+    return dir.path(name + "/metrics.jsonl");
+  };
+  EXPECT_THAT(import_error(log("later", 3, 8), "loss"),
+              HasSubstr("rng.jsonl: step 2 has dropout draws, but " +
+                        dir.path("later/metrics.jsonl").string() +
+                        " logs no loss at step 2; log the masks at the steps whose metrics you "
+                        "log"));
+  EXPECT_THAT(import_error(log("fewer", 2, 2), "loss"),
+              HasSubstr("rng.jsonl: no draw for step 0, replica 2, site \"Dropout_0\""));
+
+  MetricsImport request;
+  request.source = log("complete", 2, 8);
+  request.mapping = {{"loss", "loss"}};
+  request.out_dir = dir.path("complete.run");
+  EXPECT_EQ(import_metrics(small_case(), request).dropout_draws, 2 * 8);
+  EXPECT_EQ(read_run_dir(request.out_dir).rng.size(), 2u * 8);
 }
 
 }  // namespace

@@ -163,6 +163,11 @@ std::filesystem::path cases_dir();
 CaseSpec load_case(const std::string& name_or_path,
                    const std::vector<std::string>& overrides = {});
 
+// A case from its TOML text (a run's recorded case, run.json's case.toml), validated as
+// load_case validates a file; `origin` names the text in errors ("RUN/run.json (case.toml)").
+// No overrides and no memory estimate: a recorded case has already been trained.
+CaseSpec case_from_text(const std::string& toml, const std::filesystem::path& origin);
+
 // Every case in cases_dir(), sorted by name.
 std::vector<CaseSpec> list_cases();
 

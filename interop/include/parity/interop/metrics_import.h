@@ -37,13 +37,15 @@ struct MetricsImport {
 struct ImportSummary {
   int64_t steps = 0;
   std::string producer;  // "import:tensorboard", "import:jsonl", "import:csv"
+  int64_t dropout_draws = 0;  // rng.jsonl lines carried (read_logged_draws)
 };
 
 // Writes a run directory for `spec` (its hash, so that compare pairs it with runs of the same
 // case) with one step per logged loss step. JSON Lines written in the run directory's own
 // format (interop/python's helpers) also carry their replica_losses, samples_digest,
-// samples_set_digest and duplicate_samples into it. Throws InputError listing the source's names when a
-// mapped name is missing, and before anything is written.
+// samples_set_digest and duplicate_samples into it. The dropout draws the helpers log beside the
+// metrics (rng.jsonl in the source's folder) become the run's RNG streams. Throws InputError
+// listing the source's names when a mapped name is missing, and before anything is written.
 ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request);
 
 }  // namespace parity::interop
