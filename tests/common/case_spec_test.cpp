@@ -286,6 +286,35 @@ TEST(CaseSpec, CompareSectionIsRecordedButNotHashed) {
             "--set compare.tensor_atol=-1: compare.tensor_atol: expected a value >= 0, found -1.0");
 }
 
+TEST(CaseSpec, SeedKeysAndMarginsForSeedSets) {
+  // Defaults: --seeds varies the dropout streams; the margins are a loss's 0.02 and one
+  // percentage point of accuracy. Left out of the canonical text at their defaults.
+  const CaseSpec base = load_case("mlp2-fmnist");
+  EXPECT_EQ(base.compare.seed_keys, std::vector<std::string>{"rng.seed"});
+  EXPECT_EQ(base.compare.seeds_loss_margin, 0.02);
+  EXPECT_EQ(base.compare.seeds_accuracy_margin, 0.01);
+  EXPECT_EQ(base.to_toml().find("seed_keys"), std::string::npos);
+  const CaseSpec varied = load_case(
+      "mlp2-fmnist", {"compare.seed_keys=[\"rng.seed\", \"data.seed\"]",
+                      "compare.seeds_accuracy_margin=0.005"});
+  EXPECT_EQ(varied.compare.seed_keys, (std::vector<std::string>{"rng.seed", "data.seed"}));
+  EXPECT_EQ(varied.hash(), base.hash());
+  EXPECT_NE(varied.to_toml().find("seed_keys = [\"rng.seed\", \"data.seed\"]"),
+            std::string::npos);
+  EXPECT_EQ(load_error("mlp2-fmnist", {"compare.seed_keys=[\"model.seed\"]"}),
+            "--set compare.seed_keys=[\"model.seed\"]: compare.seed_keys: expected one of "
+            "rng.seed, data.seed, init.seed, found 'model.seed'");
+  EXPECT_NE(load_error("mlp2-fmnist", {"compare.seed_keys=[\"rng.seed\", \"rng.seed\"]"})
+                .find("compare.seed_keys: 'rng.seed' is listed twice"),
+            std::string::npos);
+  EXPECT_NE(load_error("mlp2-fmnist", {"compare.seed_keys=[]"})
+                .find("compare.seed_keys: no key to vary"),
+            std::string::npos);
+  EXPECT_EQ(load_error("mlp2-fmnist", {"compare.seeds_loss_margin=0"}),
+            "--set compare.seeds_loss_margin=0: compare.seeds_loss_margin: expected a value > 0, "
+            "found 0.0");
+}
+
 // ---------------------------------------------------------------------------------------------
 // [scenario]: the catalogue's cases
 
@@ -601,7 +630,7 @@ TEST(CaseSpec, MissingCaseListsAvailableNames) {
   const std::string message = load_error("mlp2-fmnst");
   EXPECT_EQ(message.rfind("unknown case 'mlp2-fmnst'; available cases in " +
                               cases_dir().string() + ": ", 0), 0u) << message;
-  EXPECT_NE(message.find("linear1024-mse, mlp2-fmnist, mlp4-1024"), std::string::npos) << message;
+  EXPECT_NE(message.find("linear1024-mse, mlp-fmnist-dropout, mlp2-fmnist, mlp4-1024"), std::string::npos) << message;
   EXPECT_NE(message.find("; did you mean 'mlp2-fmnist'?"), std::string::npos) << message;
   EXPECT_EQ(load_error("/nonexistent/x.toml"), "case file /nonexistent/x.toml not found");
 }

@@ -190,4 +190,54 @@ ComparisonResult failing_result() {
   return result;
 }
 
+ComparisonResult seeds_result() {
+  ComparisonResult result;
+  result.verdict = compare::Verdict::kInconclusive;
+  result.headline = "Inconclusive over 4 seeds of A and 4 of B: test accuracy crosses its margin.";
+  result.a = run("A", "pmap_engine");
+  result.b = run("B", "ddp_ref");
+  result.a.dir = "parity-out/mlp-fmnist-dropout/seeds/pmap";
+  result.b.dir = "parity-out/mlp-fmnist-dropout/seeds/ddp";
+  compare::SeedDistribution loss;
+  loss.metric = "test_loss";
+  loss.title = "Test loss";
+  loss.seeds_a = {"seed-0", "seed-1", "seed-2", kScript};
+  loss.seeds_b = {"seed-0", "seed-1", "seed-2", "seed-3"};
+  loss.values_a = {0.761, 0.772, 0.768, 0.767};
+  loss.values_b = {0.765, 0.770, 0.771, 0.766};
+  loss.mean_a = 0.767;
+  loss.mean_b = 0.768;
+  loss.margin = 0.02;
+  loss.interval_low = -0.0069;
+  loss.interval_high = 0.0066;
+  loss.verdict = "equivalent";
+  compare::SeedDistribution accuracy = loss;
+  accuracy.metric = "test_accuracy";
+  accuracy.title = "Test accuracy";
+  accuracy.values_a = {0.712, 0.731, 0.702, 0.725};
+  accuracy.values_b = {0.720, 0.709, 0.731, 0.716};
+  accuracy.mean_a = 0.7175;
+  accuracy.mean_b = 0.719;
+  accuracy.margin = 0.01;
+  accuracy.interval_low = -0.0149;
+  accuracy.interval_high = 0.0119;
+  accuracy.verdict = "inconclusive";
+  result.seed_distributions = {loss, accuracy};
+  Check loss_check;
+  loss_check.id = "seeds_test_loss";
+  loss_check.title = "Test loss over seeds";
+  loss_check.status = CheckStatus::kPass;
+  loss_check.summary = "Equivalent within ±0.02.";
+  loss_check.figures = {{"p_equivalence", 0.0004, ""}, {"seeds_needed", 4, ""}};
+  Check accuracy_check = loss_check;
+  accuracy_check.id = "seeds_test_accuracy";
+  accuracy_check.title = "Test accuracy over seeds";
+  accuracy_check.status = CheckStatus::kWarn;
+  accuracy_check.summary = "Inconclusive: about 9 seeds per producer would give TOST 80% power.";
+  result.checks = {loss_check, accuracy_check};
+  result.parity_version = "0.1.0";
+  result.generated_at = "2026-12-05T00:40:00Z";
+  return result;
+}
+
 }  // namespace parity::testing

@@ -30,4 +30,8 @@ compare::ComparisonResult passing_result();
 // tensors, and the hostile strings above in every kind of field.
 compare::ComparisonResult failing_result();
 
+// mlp-fmnist-dropout over 4 seeds of each producer (parity run --seeds): the test loss
+// equivalent within its margin, the test accuracy inconclusive, and a hostile seed label.
+compare::ComparisonResult seeds_result();
+
 }  // namespace parity::testing
