@@ -16,7 +16,7 @@ void register_compare_command(CLI::App& app, int& exit_status) {
       "Judge two run directories step by step (A under test, B the reference) and name the "
       "likely cause of a divergence; with --seeds, judge two sets of runs over seeds by their "
       "final values. Exit 0 equivalent, 1 not equivalent, 2 bad input, 3 a run is incomplete, "
-      "4 inconclusive (--seeds)");
+      "5 inconclusive (--seeds)");
   command->add_option("run_a", arguments->run_a, "run directory under test (e.g. the pmap run)")
       ->required();
   command->add_option("run_b", arguments->run_b, "reference run directory (e.g. the DDP run)")

@@ -66,7 +66,7 @@ void register_run_command(CLI::App& app, int& exit_status) {
                    "rng.seed by default) and judge the final test loss and accuracy "
                    "distributions with a two-sided equivalence test (TOST) instead of step by "
                    "step: for runs whose dropout streams differ by design (rng.ddp = \"torch\"). "
-                   "Exit 4 when inconclusive")
+                   "Exit 5 when inconclusive")
       ->check(integer_in(2, kMaxSeeds));
   command->add_option("--set-ddp", arguments->ddp_overrides,
                       "with --seeds: override a case key for ddp_ref's runs only, e.g. "

@@ -11,7 +11,7 @@ int exit_code(Verdict verdict) {
     case Verdict::kIncomplete:
       return 3;
     case Verdict::kInconclusive:
-      return 4;
+      return 5;
   }
   return 3;
 }

@@ -122,7 +122,7 @@ TEST(SeedSets, TooFewSeedsForTheSpreadIsInconclusiveAndSaysHowManyWould) {
   set_results(b, "test_loss", {0.515, 0.525, 0.535});
   const ComparisonResult result = compare_sets(a, b);
   EXPECT_EQ(result.verdict, Verdict::kInconclusive);
-  EXPECT_EQ(exit_code(result.verdict), 4);
+  EXPECT_EQ(exit_code(result.verdict), 5);
   const Check& loss = find_check(result, "seeds_test_loss");
   EXPECT_EQ(loss.status, CheckStatus::kWarn);
   EXPECT_GT(figure(loss, "seeds_needed"), kSeeds);

@@ -76,7 +76,7 @@ inline CheckStatus verdict_tone(Verdict verdict) {
 }
 
 // The CLI's exit code for a verdict: 0 equivalent, 1 not equivalent, 3 a run is incomplete,
-// 4 inconclusive (2 is bad input).
+// 5 inconclusive (2 is bad input, 4 an internal error).
 int exit_code(Verdict verdict);
 
 // One number a check reports, e.g. {"max_abs_error", 3.1e-6, ""} or {"ratio", 8.0, "x"}.
