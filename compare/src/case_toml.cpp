@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <set>
 #include <sstream>
 
 #include "parity/common/error.h"
@@ -45,6 +46,26 @@ std::map<std::string, std::string> case_keys(const RunDir& run) {
     }
   }
   return keys;
+}
+
+std::vector<std::string> differing_case_keys(const std::map<std::string, std::string>& a,
+                                             const std::map<std::string, std::string>& b,
+                                             const std::string& label_a,
+                                             const std::string& label_b) {
+  std::set<std::string> names;
+  for (const auto& [name, value] : a) names.insert(name);
+  for (const auto& [name, value] : b) names.insert(name);
+  std::vector<std::string> lines;
+  for (const std::string& name : names) {
+    const auto in_a = a.find(name);
+    const auto in_b = b.find(name);
+    const std::string value_a = in_a == a.end() ? "(absent)" : in_a->second;
+    const std::string value_b = in_b == b.end() ? "(absent)" : in_b->second;
+    if (value_a != value_b) {
+      lines.push_back(fmt::format("{}: {} {}, {} {}", name, label_a, value_a, label_b, value_b));
+    }
+  }
+  return lines;
 }
 
 std::optional<int64_t> global_batch(const RunDir& run) {

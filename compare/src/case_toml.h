@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "parity/common/run_dir.h"
 
@@ -16,6 +17,13 @@ namespace parity::compare {
 // "section.key" -> the value as TOML text ("10", "\"adam\"", "[0, 9]"). Empty for a run without
 // case text (an importer may not have one); InputError naming run.json when it does not parse.
 std::map<std::string, std::string> case_keys(const RunDir& run);
+
+// One line per key whose value differs between two runs' case keys, sorted by key:
+// "train.lr: A 0.001, B 0.002" with the labels given ("(absent)" for a key one side lacks).
+std::vector<std::string> differing_case_keys(const std::map<std::string, std::string>& a,
+                                             const std::map<std::string, std::string>& b,
+                                             const std::string& label_a = "A",
+                                             const std::string& label_b = "B");
 
 // parallel.replicas x data.per_replica_batch x train.grad_accum_steps: the samples one optimizer
 // step trains on. nullopt when the case text lacks them.

@@ -111,11 +111,11 @@ Check check_seed_metric(const SeedMetric& metric, const SeedValues& a, const See
       {"power", test.power, ""},
       {"seeds_needed", static_cast<double>(test.seeds_needed), ""},
   };
-  for (size_t i = 0; i < a.values.size(); ++i) {
-    check.details.push_back(fmt::format("A {}: {}", a.labels[i], format_number(a.values[i])));
-  }
-  for (size_t i = 0; i < b.values.size(); ++i) {
-    check.details.push_back(fmt::format("B {}: {}", b.labels[i], format_number(b.values[i])));
+  for (const auto& [label, set] : {std::pair{'A', &a}, std::pair{'B', &b}}) {
+    for (size_t i = 0; i < set->values.size(); ++i) {
+      check.details.push_back(
+          fmt::format("{} {}: {}", label, set->labels[i], format_number(set->values[i])));
+    }
   }
   return check;
 }

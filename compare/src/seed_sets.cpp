@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <set>
 
 #include "case_toml.h"
 #include "checks.h"
@@ -55,22 +54,6 @@ std::string seeds_text(const RunDir& run) {
   return text;
 }
 
-std::vector<std::string> differing_keys(const std::map<std::string, std::string>& a,
-                                        const std::map<std::string, std::string>& b) {
-  std::set<std::string> names;
-  for (const auto& [name, value] : a) names.insert(name);
-  for (const auto& [name, value] : b) names.insert(name);
-  std::vector<std::string> lines;
-  for (const std::string& name : names) {
-    const auto in_a = a.find(name);
-    const auto in_b = b.find(name);
-    const std::string value_a = in_a == a.end() ? "(absent)" : in_a->second;
-    const std::string value_b = in_b == b.end() ? "(absent)" : in_b->second;
-    if (value_a != value_b) lines.push_back(fmt::format("{}: {} against {}", name, value_a, value_b));
-  }
-  return lines;
-}
-
 std::string run_json(const RunDir& run) { return (run.dir / "run.json").string(); }
 
 // InputError unless the set is one case over distinct seeds, at least two runs.
@@ -90,11 +73,12 @@ void check_set(const std::vector<RunDir>& runs, char label) {
           "import metrics --case CASE --set rng.seed=N)",
           run_json(run)));
     }
-    const std::vector<std::string> differences = differing_keys(trained_keys(run), first);
+    const std::vector<std::string> differences = differing_case_keys(
+        trained_keys(run), first, "this run", runs.front().dir.filename().string());
     if (!differences.empty()) {
       throw InputError(fmt::format(
-          "{}: seed set {} mixes cases: this run and {} differ in {} (this run's value "
-          "first); a seed set is one case trained with different seeds ({}) only",
+          "{}: seed set {} mixes cases: this run and {} differ in {}; a seed set is one case "
+          "trained with different seeds ({}) only",
           run_json(run), label, runs.front().dir.string(), fmt::join(differences, "; "),
           fmt::join(kSeedKeys, ", ")));
     }
@@ -113,7 +97,7 @@ Check check_sets_case(const std::vector<RunDir>& a, const std::vector<RunDir>& b
   Check check;
   check.id = "case";
   check.title = "Same case";
-  check.details = differing_keys(trained_keys(a.front()), trained_keys(b.front()));
+  check.details = differing_case_keys(trained_keys(a.front()), trained_keys(b.front()));
   const std::string seeds = fmt::format("{}", fmt::join(kSeedKeys, ", "));
   if (check.details.empty()) {
     check.status = CheckStatus::kPass;

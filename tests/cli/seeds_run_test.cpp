@@ -83,7 +83,7 @@ TEST(CliRunSeeds, DropoutStreamsOfBothFrameworksAreEquivalentOverSeeds) {
                                                shell_quote(mixed.string())));
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_THAT(refused.output, HasSubstr("seed set B mixes cases"));
-  EXPECT_THAT(refused.output, HasSubstr("train.lr: 0.002 against 0.001"));
+  EXPECT_THAT(refused.output, HasSubstr("train.lr: this run 0.002, seed-0 0.001"));
 }
 
 TEST(CliRunSeeds, ADdpLearningRateRaisedByTwentyPercentIsDifferent) {
