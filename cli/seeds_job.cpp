@@ -91,7 +91,12 @@ compare::ComparisonResult run_seeds_job(const SeedsJob& job,
     const int64_t done_before = 2 * k * steps;
     ddp_ref::DdpOptions ddp;
     ddp.out_dir = seeds_dir / "ddp" / name;
-    ddp.init_file = init_varies ? ensure_init_file(engine_specs[k], "", ddp.out_dir) : shared_init;
+    ddp.init_file = shared_init;
+    if (init_varies) {
+      ddp.init_file = seeds_dir / "init" / (name + ".safetensors");
+      create_output_directory(ddp.init_file.parent_path());
+      write_init_file(ddp.init_file, engine_specs[k]);
+    }
     ddp.overwrite = true;
     ddp.quiet = true;
     ddp.on_step = [&](int64_t done) { progress.update(done_before + done); };

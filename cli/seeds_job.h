@@ -1,8 +1,8 @@
 // parity run CASE --seeds N: the case trained N times by each producer, seed K's runs with the
 // case's seeds (compare.seed_keys) + K, and the two sets judged by their final values'
 // distributions (compare/seed_sets.h), under
-//   DIR/init.safetensors              the initial parameters, unless init.seed varies (then
-//                                     each run directory holds its own)
+//   DIR/init.safetensors              the initial parameters, unless init.seed varies: then
+//   DIR/seeds/init/seed-K.safetensors   each seed's
 //   DIR/seeds/pmap/seed-K/            the engine's runs (set A, under test)
 //   DIR/seeds/ddp/seed-K/             ddp_ref's runs (set B, the reference)
 #pragma once

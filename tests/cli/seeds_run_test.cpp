@@ -101,6 +101,27 @@ TEST(CliRunSeeds, ADdpLearningRateRaisedByTwentyPercentIsDifferent) {
   EXPECT_EQ(report.at("seeds").at(0).at("verdict"), "different");
 }
 
+TEST(CliRunSeeds, VaryingTheInitSeedGivesEachSeedItsOwnInitFile) {
+  testing::TempDir out;
+  const auto run = run_command(fmt::format(
+      "{} run mlp-fmnist-dropout --set train.steps=2 --set 'compare.seed_keys=[\"init.seed\"]' "
+      "--seeds 2 --no-color --out {}",
+      kParity, shell_quote(out.path().string())));
+  // Two seeds are too few to decide anything; the runs themselves are what this checks.
+  ASSERT_NE(run.exit_code, 2) << run.output;
+  const fs::path seeds = out.path("mlp-fmnist-dropout/seeds");
+  EXPECT_FALSE(fs::exists(out.path("mlp-fmnist-dropout/init.safetensors")));
+  const std::string init_0 = testing::read_bytes(seeds / "init/seed-0.safetensors");
+  const std::string init_1 = testing::read_bytes(seeds / "init/seed-1.safetensors");
+  EXPECT_NE(init_0, init_1);
+  // Both producers of seed 1 trained from init.seed 1, with the case's dropout streams.
+  for (const char* producer : {"pmap", "ddp"}) {
+    const nlohmann::json info = read_json(seeds / producer / "seed-1/run.json");
+    EXPECT_EQ(info.at("seed"), 1) << producer;
+    EXPECT_EQ(info.at("status"), "complete") << producer;
+  }
+}
+
 TEST(CliRunSeeds, BadSeedOptionsAreRefusedWithExitTwo) {
   testing::TempDir out;
   const auto one_seed = run_command(
