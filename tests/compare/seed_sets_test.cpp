@@ -56,10 +56,16 @@ ComparisonResult compare_sets(const fs::path& a, const fs::path& b,
   return compare_seed_set_dirs(seed_set_runs(a), seed_set_runs(b), options);
 }
 
-TEST(SeedSets, RealRunsOfBothProducersOverSeedsAreEquivalent) {
+// Set A, the engine's runs, and set B, ddp_ref's, each of kSeeds seeds, in a fresh folder.
+class SeedSets : public ::testing::Test {
+ protected:
   testing::TempDir dir;
-  const ComparisonResult result =
-      compare_sets(seed_set(dir.path(), "pmap"), seed_set(dir.path(), "ddp"));
+  const fs::path a = seed_set(dir.path(), "pmap");
+  const fs::path b = seed_set(dir.path(), "ddp");
+};
+
+TEST_F(SeedSets, RealRunsOfBothProducersOverSeedsAreEquivalent) {
+  const ComparisonResult result = compare_sets(a, b);
   EXPECT_EQ(result.verdict, Verdict::kEquivalent) << result.headline;
   EXPECT_EQ(find_check(result, "case").status, CheckStatus::kPass);
   // Both producers evaluated on the test set: its loss and accuracy are judged.
@@ -80,10 +86,7 @@ TEST(SeedSets, RealRunsOfBothProducersOverSeedsAreEquivalent) {
 // A = 0.50, 0.51, 0.52 and B the same: difference 0, each sd 0.01, se = sqrt(2 * 0.01^2 / 3) =
 // 0.00816 with 4 degrees of freedom; t(0.95, 4) = 2.132 gives the 90% interval +-0.0174, inside
 // the default loss margin +-0.02.
-TEST(SeedSets, SameDistributionsAreEquivalentWithinTheMargin) {
-  testing::TempDir dir;
-  const fs::path a = seed_set(dir.path(), "pmap");
-  const fs::path b = seed_set(dir.path(), "ddp");
+TEST_F(SeedSets, SameDistributionsAreEquivalentWithinTheMargin) {
   set_results(a, "test_loss", {0.50, 0.51, 0.52});
   set_results(b, "test_loss", {0.52, 0.50, 0.51});
   const ComparisonResult result = compare_sets(a, b);
@@ -96,10 +99,7 @@ TEST(SeedSets, SameDistributionsAreEquivalentWithinTheMargin) {
 
 // B = A + 0.05: t = 0.05 / 0.00816 = 6.12 on 4 degrees of freedom, two-sided p = 0.0036 < 0.05;
 // the interval [-0.0674, -0.0326] lies beyond -0.02.
-TEST(SeedSets, AShiftBeyondTheMarginIsDifferentAndNamesTheValue) {
-  testing::TempDir dir;
-  const fs::path a = seed_set(dir.path(), "pmap");
-  const fs::path b = seed_set(dir.path(), "ddp");
+TEST_F(SeedSets, AShiftBeyondTheMarginIsDifferentAndNamesTheValue) {
   set_results(a, "test_loss", {0.50, 0.51, 0.52});
   set_results(b, "test_loss", {0.55, 0.56, 0.57});
   const ComparisonResult result = compare_sets(a, b);
@@ -114,10 +114,7 @@ TEST(SeedSets, AShiftBeyondTheMarginIsDifferentAndNamesTheValue) {
 
 // B = A + 0.015: the interval -0.015 +- 0.0174 = [-0.0324, 0.0024] crosses -0.02, and t = 1.84
 // on 4 degrees of freedom gives p = 0.14: neither test decides.
-TEST(SeedSets, TooFewSeedsForTheSpreadIsInconclusiveAndSaysHowManyWould) {
-  testing::TempDir dir;
-  const fs::path a = seed_set(dir.path(), "pmap");
-  const fs::path b = seed_set(dir.path(), "ddp");
+TEST_F(SeedSets, TooFewSeedsForTheSpreadIsInconclusiveAndSaysHowManyWould) {
   set_results(a, "test_loss", {0.50, 0.51, 0.52});
   set_results(b, "test_loss", {0.515, 0.525, 0.535});
   const ComparisonResult result = compare_sets(a, b);
@@ -129,10 +126,7 @@ TEST(SeedSets, TooFewSeedsForTheSpreadIsInconclusiveAndSaysHowManyWould) {
   EXPECT_THAT(loss.summary, HasSubstr("seeds per producer would give TOST 80% power"));
 }
 
-TEST(SeedSets, TheMarginComesFromTheOptions) {
-  testing::TempDir dir;
-  const fs::path a = seed_set(dir.path(), "pmap");
-  const fs::path b = seed_set(dir.path(), "ddp");
+TEST_F(SeedSets, TheMarginComesFromTheOptions) {
   set_results(a, "test_loss", {0.50, 0.51, 0.52});
   set_results(b, "test_loss", {0.515, 0.525, 0.535});
   SeedSetOptions options;
@@ -141,7 +135,7 @@ TEST(SeedSets, TheMarginComesFromTheOptions) {
             CheckStatus::kPass);
 }
 
-TEST(SeedSets, ASetOfOneRunIsRefused) {
+TEST(SeedSetFolders, ASetOfOneRunIsRefused) {
   testing::TempDir dir;
   const fs::path a = seed_set(dir.path(), "pmap", 1);
   try {
@@ -154,10 +148,7 @@ TEST(SeedSets, ASetOfOneRunIsRefused) {
   }
 }
 
-TEST(SeedSets, ASetMixingCasesIsRefusedNamingTheRunAndTheKey) {
-  testing::TempDir dir;
-  const fs::path a = seed_set(dir.path(), "pmap");
-  const fs::path b = seed_set(dir.path(), "ddp");
+TEST_F(SeedSets, ASetMixingCasesIsRefusedNamingTheRunAndTheKey) {
   // seed-2 of A is another case: the engine run with Adam's eps inside the square root.
   fs::remove_all(a / "seed-2");
   testing::copy_run(testing::eps_inside_sqrt_run(), a / "seed-2");
@@ -171,10 +162,7 @@ TEST(SeedSets, ASetMixingCasesIsRefusedNamingTheRunAndTheKey) {
   }
 }
 
-TEST(SeedSets, TwoRunsWithTheSameSeedsAreRefused) {
-  testing::TempDir dir;
-  const fs::path a = seed_set(dir.path(), "pmap");
-  const fs::path b = seed_set(dir.path(), "ddp");
+TEST_F(SeedSets, TwoRunsWithTheSameSeedsAreRefused) {
   testing::copy_run(a / "seed-1", a / "seed-1-again");
   try {
     compare_sets(a, b);
@@ -184,21 +172,19 @@ TEST(SeedSets, TwoRunsWithTheSameSeedsAreRefused) {
   }
 }
 
-TEST(SeedSets, SetsOfDifferentCasesWarnAndNameTheKeys) {
-  testing::TempDir dir;
-  const fs::path a = seed_set(dir.path(), "pmap");
+TEST_F(SeedSets, SetsOfDifferentCasesWarnAndNameTheKeys) {
   // B: the engine with Adam's eps inside the square root (optax's eps_root), two seeds.
-  const fs::path b = dir.path() / "eps-root";
-  fs::create_directories(b);
+  const fs::path eps_root = dir.path() / "eps-root";
+  fs::create_directories(eps_root);
   for (int seed = 0; seed < 2; ++seed) {
     testing::copy_run(
         testing::shared_run(fmt::format("pmap-eps-root-rng-seed{}", seed), "pmap",
                             fmt::format("--set train.eps=0 --set train.eps_root=1e-8 "
                                         "--set rng.seed={}",
                                         seed)),
-        b / fmt::format("seed-{}", seed));
+        eps_root / fmt::format("seed-{}", seed));
   }
-  const ComparisonResult result = compare_sets(a, b);
+  const ComparisonResult result = compare_sets(a, eps_root);
   const Check& same_case = find_check(result, "case");
   EXPECT_EQ(same_case.status, CheckStatus::kWarn);
   EXPECT_THAT(same_case.summary, HasSubstr("2 key(s) besides the seeds: train.eps, train.eps_root"));
@@ -206,15 +192,12 @@ TEST(SeedSets, SetsOfDifferentCasesWarnAndNameTheKeys) {
 
   SeedSetOptions strict;
   strict.require_same_case = true;
-  const ComparisonResult strict_result = compare_sets(a, b, strict);
+  const ComparisonResult strict_result = compare_sets(a, eps_root, strict);
   EXPECT_EQ(find_check(strict_result, "case").status, CheckStatus::kFail);
   EXPECT_EQ(strict_result.verdict, Verdict::kNotEquivalent);
 }
 
-TEST(SeedSets, AnIncompleteRunMakesTheVerdictIncomplete) {
-  testing::TempDir dir;
-  const fs::path a = seed_set(dir.path(), "pmap");
-  const fs::path b = seed_set(dir.path(), "ddp");
+TEST_F(SeedSets, AnIncompleteRunMakesTheVerdictIncomplete) {
   testing::edit_run_json(b / "seed-2", [](nlohmann::json& info) {
     info["status"] = "incomplete";
     info["failure"] = "rank 3 died";
@@ -226,7 +209,7 @@ TEST(SeedSets, AnIncompleteRunMakesTheVerdictIncomplete) {
   EXPECT_EQ(figure(find_check(result, "seeds_test_loss"), "seeds_b"), 2);
 }
 
-TEST(SeedSets, RunsAreOrderedByTheirSeedNumber) {
+TEST(SeedSetFolders, RunsAreOrderedByTheirSeedNumber) {
   testing::TempDir dir;
   const fs::path folder = dir.path() / "set";
   fs::create_directories(folder);
