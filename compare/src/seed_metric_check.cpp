@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "figures.h"
 
 namespace parity::compare {
@@ -47,8 +49,10 @@ std::string summary_of(const EquivalenceResult& test, double margin, double conf
       figures, format_number(margin), format_number(test.p_difference),
       test.seeds_needed < 0
           ? "no count of seeds up to 100,000 gives TOST 80% power with these spreads"
-          : fmt::format("about {} seeds per producer would give TOST 80% power with these spreads",
-                        test.seeds_needed));
+          : fmt::format("about {} seeds per producer would give TOST 80% power with these "
+                        "spreads: {} more",
+                        test.seeds_needed,
+                        test.seeds_needed - std::min(test.n_a, test.n_b)));
 }
 
 CheckStatus status_of(EquivalenceVerdict verdict) {
