@@ -119,7 +119,9 @@ void register_import_command(CLI::App& app) {
   metrics
       ->add_option("--map", arguments->maps,
                    "METRIC=NAME: which logged name is the run's loss (required), grad_norm, "
-                   "param_norm or lr, e.g. --map loss=train/loss")
+                   "param_norm or lr, e.g. --map loss=train/loss; test_loss and test_accuracy: "
+                   "the run's final evaluation (the last value logged), which parity compare "
+                   "--seeds judges")
       ->required();
   metrics->add_option("--format", arguments->format, "auto (by file name), tfevents, jsonl, csv")
       ->check(CLI::IsMember({"auto", "tfevents", "jsonl", "csv"}));

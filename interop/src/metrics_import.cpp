@@ -260,9 +260,26 @@ void read_csv(const fs::path& path, MetricSeries& series) {
   }
 }
 
+// Per-step metrics, then the final values of an evaluation (their last logged value becomes the
+// run's result of that name, as a producer records it: a comparison over seeds judges them).
 const std::vector<std::string>& metric_names() {
-  static const std::vector<std::string> names = {"loss", "grad_norm", "param_norm", "lr"};
+  static const std::vector<std::string> names = {"loss",      "grad_norm",    "param_norm",
+                                                 "lr",        "test_loss",    "test_accuracy"};
   return names;
+}
+
+// The run's results: final_loss, the last logged loss (what producers record), and the last
+// logged value of each mapped evaluation.
+std::map<std::string, double> final_values(const MetricSeries& series,
+                                           const std::map<std::string, std::string>& mapping) {
+  std::map<std::string, double> results;
+  results["final_loss"] = series.at(mapping.at("loss")).rbegin()->second;
+  for (const char* evaluation : {"test_loss", "test_accuracy"}) {
+    if (const auto mapped = mapping.find(evaluation); mapped != mapping.end()) {
+      results[evaluation] = series.at(mapped->second).rbegin()->second;
+    }
+  }
+  return results;
 }
 
 }  // namespace
@@ -321,6 +338,7 @@ ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request)
   RunInfo info = run_info_for_case(spec, summary.producer);
   // An import promises the steps its source logged (often every Nth), not the case's count.
   info.steps = static_cast<int64_t>(steps.size());
+  info.results = final_values(series, request.mapping);
   RunDirWriter writer(request.out_dir, info, request.overwrite);
   const auto value_at = [&](const std::string& metric, int64_t step) {
     const auto mapped = request.mapping.find(metric);

@@ -45,16 +45,27 @@ const std::filesystem::path& ddp_run() {
   return out;
 }
 
-// The run's per-step losses and grad norms as a script would log them.
+// The run's per-step losses and grad norms as a script would log them, and its final
+// evaluation once, at the last step.
 void write_logs(const RunDir& run, const std::filesystem::path& jsonl,
                 const std::filesystem::path& csv) {
   std::ofstream lines(jsonl);
   std::ofstream table(csv);
-  table << "epoch,step,train/loss,grad_norm\n";
+  table << "epoch,step,train/loss,grad_norm,test/loss,test/accuracy\n";
+  const double test_loss = run.info.results.at("test_loss");
+  const double test_accuracy = run.info.results.at("test_accuracy");
   for (const StepMetrics& step : run.steps) {
+    const bool last = &step == &run.steps.back();
     lines << fmt::format("{{\"step\": {}, \"train/loss\": {:.17g}, \"grad_norm\": {:.17g}}}\n",
                          step.step, step.loss, step.grad_norm);
-    table << fmt::format("0,{},{:.17g},{:.17g}\n", step.step, step.loss, step.grad_norm);
+    if (last) {
+      lines << fmt::format(
+          "{{\"step\": {}, \"test/loss\": {:.17g}, \"test/accuracy\": {:.17g}}}\n", step.step,
+          test_loss, test_accuracy);
+    }
+    table << fmt::format("0,{},{:.17g},{:.17g},{},{}\n", step.step, step.loss, step.grad_norm,
+                         last ? fmt::format("{:.17g}", test_loss) : "",
+                         last ? fmt::format("{:.17g}", test_accuracy) : "");
   }
 }
 
@@ -65,13 +76,21 @@ TEST(MetricsImport, ARunsLossesLoggedAsJsonLinesOrCsvCompareIdenticalToTheRun) {
   for (const std::string source : {"log.jsonl", "log.csv"}) {
     MetricsImport request;
     request.source = dir.path(source);
-    request.mapping = {{"loss", "train/loss"}, {"grad_norm", "grad_norm"}};
+    request.mapping = {{"loss", "train/loss"},
+                       {"grad_norm", "grad_norm"},
+                       {"test_loss", "test/loss"},
+                       {"test_accuracy", "test/accuracy"}};
     request.out_dir = dir.path(source + ".run");
     const ImportSummary summary = import_metrics(small_case(), request);
     EXPECT_EQ(summary.steps, 6) << source;
 
     const RunDir imported = read_run_dir(request.out_dir);
     EXPECT_EQ(imported.info.case_hash, original.info.case_hash) << source;
+    // The final values a comparison over seeds judges, as the producer recorded them.
+    for (const char* result : {"final_loss", "test_loss", "test_accuracy"}) {
+      EXPECT_EQ(imported.info.results.at(result), original.info.results.at(result))
+          << source << ": " << result;
+    }
     const compare::ComparisonResult result =
         compare::compare_run_dirs(request.out_dir, ddp_run(), {});
     const auto loss = std::find_if(result.checks.begin(), result.checks.end(),

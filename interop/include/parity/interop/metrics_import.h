@@ -28,7 +28,8 @@ struct MetricsImport {
   std::filesystem::path source;
   MetricsFormat format = MetricsFormat::kAuto;
   // Run-directory metric -> source name: {"loss": "train/loss"}. "loss" is required; the others
-  // (grad_norm, param_norm, lr) are optional.
+  // (grad_norm, param_norm, lr per step; test_loss, test_accuracy, whose last logged value is
+  // the run's result) are optional. The last logged loss is the run's final_loss.
   std::map<std::string, std::string> mapping;
   std::filesystem::path out_dir;
   bool overwrite = false;
