@@ -231,6 +231,20 @@ std::string distribution_clause(const SeedDistribution& d) {
                      format_number(d.margin));
 }
 
+// What would settle an inconclusive result: the most seeds any inconclusive value needs.
+std::string seeds_to_settle(const std::vector<Check>& checks) {
+  double most = 0;
+  for (const Check& check : checks) {
+    if (check.id.rfind("seeds_", 0) != 0 || check.status != CheckStatus::kWarn) continue;
+    for (const Figure& figure : check.figures) {
+      if (figure.name != "seeds_needed") continue;
+      if (figure.value < 0) return "No count of seeds up to 100,000 would settle it.";
+      most = std::max(most, figure.value);
+    }
+  }
+  return fmt::format("About {:.0f} seeds per producer would settle it (TOST power 80%).", most);
+}
+
 std::string headline_for(const ComparisonResult& result, const std::vector<std::string>& incomplete,
                          size_t n_a, size_t n_b) {
   const std::string counts = fmt::format("{} seeds of A and {} of B", n_a, n_b);
@@ -257,9 +271,8 @@ std::string headline_for(const ComparisonResult& result, const std::vector<std::
     case Verdict::kEquivalent:
       return fmt::format("Equivalent over {}: {}.{}", counts, fmt::join(clauses, "; "), differing);
     case Verdict::kInconclusive:
-      return fmt::format("Inconclusive over {}: {} crosses its margin; more seeds would tell "
-                         "(see the check).{}",
-                         counts, fmt::join(clauses, "; "), differing);
+      return fmt::format("Inconclusive over {}: {}: the interval crosses the margin. {}{}", counts,
+                         fmt::join(clauses, "; "), seeds_to_settle(result.checks), differing);
     case Verdict::kNotEquivalent:
     case Verdict::kIncomplete:
       break;

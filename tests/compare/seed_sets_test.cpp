@@ -124,6 +124,8 @@ TEST_F(SeedSets, TooFewSeedsForTheSpreadIsInconclusiveAndSaysHowManyWould) {
   EXPECT_EQ(loss.status, CheckStatus::kWarn);
   const auto needed = static_cast<int>(figure(loss, "seeds_needed"));
   EXPECT_GT(needed, kSeeds);
+  EXPECT_THAT(result.headline,
+              HasSubstr(fmt::format("About {} seeds per producer would settle it", needed)));
   EXPECT_THAT(loss.summary,
               HasSubstr(fmt::format("about {} seeds per producer would give TOST 80% power with "
                                     "these spreads: {} more",
