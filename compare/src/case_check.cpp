@@ -22,15 +22,13 @@ Check check_case(const RunPair& runs, const CompareOptions& options) {
   }
   check.status = options.require_same_case ? CheckStatus::kFail : CheckStatus::kWarn;
   check.details = differing_case_keys(case_keys(runs.a), case_keys(runs.b));
-  std::string keys;
-  for (const std::string& line : check.details) {
-    if (!keys.empty()) keys += ", ";
-    keys += line.substr(0, line.find(':'));
-  }
   check.summary = fmt::format(
       "The runs trained different cases (A: {} hash {}, B: {} hash {}){}.", a.case_name,
       a.case_hash, b.case_name, b.case_hash,
-      keys.empty() ? "" : fmt::format("; {} key(s) differ: {}", check.details.size(), keys));
+      check.details.empty()
+          ? ""
+          : fmt::format("; {} key(s) differ: {}", check.details.size(),
+                        fmt::join(differing_key_names(check.details), ", ")));
   return check;
 }
 

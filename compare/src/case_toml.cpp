@@ -68,6 +68,12 @@ std::vector<std::string> differing_case_keys(const std::map<std::string, std::st
   return lines;
 }
 
+std::vector<std::string> differing_key_names(const std::vector<std::string>& lines) {
+  std::vector<std::string> names;
+  for (const std::string& line : lines) names.push_back(line.substr(0, line.find(':')));
+  return names;
+}
+
 std::optional<int64_t> global_batch(const RunDir& run) {
   const std::optional<toml::table> root = parse_case(run);
   if (!root) return std::nullopt;

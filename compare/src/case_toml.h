@@ -25,6 +25,9 @@ std::vector<std::string> differing_case_keys(const std::map<std::string, std::st
                                              const std::string& label_a = "A",
                                              const std::string& label_b = "B");
 
+// The key of each line differing_case_keys made: "train.lr", ...
+std::vector<std::string> differing_key_names(const std::vector<std::string>& lines);
+
 // parallel.replicas x data.per_replica_batch x train.grad_accum_steps: the samples one optimizer
 // step trains on. nullopt when the case text lacks them.
 std::optional<int64_t> global_batch(const RunDir& run);

@@ -15,7 +15,6 @@
 namespace parity::compare {
 namespace {
 
-const std::vector<std::string>& kSeedKeys = kCaseSeedKeys;
 
 // Test loss and accuracy over the test set judge a model; the last training step's loss is one
 // batch's (its spread over seeds is mostly that batch's draw), the fallback for runs that did
@@ -27,13 +26,12 @@ constexpr std::array<SeedMetric, 2> kEvaluationMetrics = {{
 constexpr SeedMetric kFinalLoss = {"final_loss", "Final training loss", false};
 
 bool is_seed_key(const std::string& key) {
-  return std::find(kSeedKeys.begin(), kSeedKeys.end(), key) != kSeedKeys.end();
+  return std::find(kCaseSeedKeys.begin(), kCaseSeedKeys.end(), key) != kCaseSeedKeys.end();
 }
 
 // What was trained: the case's keys but the seeds, and but [compare] and [scenario], which say
 // how a run is judged, not what it computes.
-std::map<std::string, std::string> trained_keys(const RunDir& run) {
-  std::map<std::string, std::string> keys = case_keys(run);
+std::map<std::string, std::string> trained_keys(std::map<std::string, std::string> keys) {
   for (auto it = keys.begin(); it != keys.end();) {
     const bool judging = it->first.rfind("compare.", 0) == 0 || it->first.rfind("scenario.", 0) == 0;
     it = judging || is_seed_key(it->first) ? keys.erase(it) : std::next(it);
@@ -43,10 +41,9 @@ std::map<std::string, std::string> trained_keys(const RunDir& run) {
 
 // "rng.seed = 3, data.seed = 0, init.seed = 0"; a seed the case text leaves out holds its
 // default, 0.
-std::string seeds_text(const RunDir& run) {
-  const std::map<std::string, std::string> keys = case_keys(run);
+std::string seeds_text(const std::map<std::string, std::string>& keys) {
   std::string text;
-  for (const std::string& key : kSeedKeys) {
+  for (const std::string& key : kCaseSeedKeys) {
     const auto found = keys.find(key);
     text += fmt::format("{}{} = {}", text.empty() ? "" : ", ", key,
                         found == keys.end() ? "0" : found->second);
@@ -65,7 +62,7 @@ void check_set(const std::vector<RunDir>& runs, char label) {
         label, runs.size()));
   }
   std::map<std::string, const RunDir*> by_seeds;
-  const std::map<std::string, std::string> first = trained_keys(runs.front());
+  const std::map<std::string, std::string> first = trained_keys(case_keys(runs.front()));
   for (const RunDir& run : runs) {
     if (run.info.case_toml.empty()) {
       throw InputError(fmt::format(
@@ -73,21 +70,22 @@ void check_set(const std::vector<RunDir>& runs, char label) {
           "import metrics --case CASE --set rng.seed=N)",
           run_json(run)));
     }
+    const std::map<std::string, std::string> keys = case_keys(run);  // parsed once per run
     const std::vector<std::string> differences = differing_case_keys(
-        trained_keys(run), first, "this run", runs.front().dir.filename().string());
+        trained_keys(keys), first, "this run", runs.front().dir.filename().string());
     if (!differences.empty()) {
       throw InputError(fmt::format(
           "{}: seed set {} mixes cases: this run and {} differ in {}; a seed set is one case "
           "trained with different seeds ({}) only",
           run_json(run), label, runs.front().dir.string(), fmt::join(differences, "; "),
-          fmt::join(kSeedKeys, ", ")));
+          fmt::join(kCaseSeedKeys, ", ")));
     }
-    const auto [other, inserted] = by_seeds.emplace(seeds_text(run), &run);
+    const auto [other, inserted] = by_seeds.emplace(seeds_text(keys), &run);
     if (!inserted) {
       throw InputError(fmt::format(
           "{}: seed set {} holds two runs with the same seeds ({}), this one and {}; each run of "
           "a set needs seeds of its own, else one run counts twice",
-          run_json(run), label, seeds_text(run), other->second->dir.string()));
+          run_json(run), label, other->first, other->second->dir.string()));
     }
   }
 }
@@ -97,8 +95,9 @@ Check check_sets_case(const std::vector<RunDir>& a, const std::vector<RunDir>& b
   Check check;
   check.id = "case";
   check.title = "Same case";
-  check.details = differing_case_keys(trained_keys(a.front()), trained_keys(b.front()));
-  const std::string seeds = fmt::format("{}", fmt::join(kSeedKeys, ", "));
+  check.details = differing_case_keys(trained_keys(case_keys(a.front())),
+                                      trained_keys(case_keys(b.front())));
+  const std::string seeds = fmt::format("{}", fmt::join(kCaseSeedKeys, ", "));
   if (check.details.empty()) {
     check.status = CheckStatus::kPass;
     check.summary = fmt::format(
@@ -108,8 +107,7 @@ Check check_sets_case(const std::vector<RunDir>& a, const std::vector<RunDir>& b
     return check;
   }
   check.status = options.require_same_case ? CheckStatus::kFail : CheckStatus::kWarn;
-  std::vector<std::string> keys;
-  for (const std::string& line : check.details) keys.push_back(line.substr(0, line.find(':')));
+  const std::vector<std::string> keys = differing_key_names(check.details);
   check.summary = fmt::format(
       "Each set is one case over seeds, but the sets' cases differ (A: {}, B: {}) in {} key(s) "
       "besides the seeds: {}.",
@@ -263,9 +261,8 @@ std::string headline_for(const ComparisonResult& result, const std::vector<std::
                                        [](const Check& c) { return c.id == "case"; });
   std::string differing;
   if (case_check != result.checks.end() && !case_check->details.empty()) {
-    std::vector<std::string> keys;
-    for (const std::string& line : case_check->details) keys.push_back(line.substr(0, line.find(':')));
-    differing = fmt::format(" The sets' cases differ in {}.", fmt::join(keys, ", "));
+    differing = fmt::format(" The sets' cases differ in {}.",
+                            fmt::join(differing_key_names(case_check->details), ", "));
   }
   switch (result.verdict) {
     case Verdict::kEquivalent:
