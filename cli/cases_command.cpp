@@ -2,7 +2,8 @@
 //   parity cases list                  every case, with its scenario id
 //   parity cases show ID|NAME          one case: the document's claim, the expectation, the TOML
 //   parity cases run [ID ...] [--all]  run scenario cases (quick variants unless --full), judge
-//                                      each against its expectation, write the catalogue report
+//                                      each against its expectation, print the verdict on each
+//                                      claim with what the run showed, write the catalogue
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -69,12 +70,13 @@ void show_command(const std::string& wanted) {
   const ScenarioSpec& scenario = spec.scenario;
   if (!scenario.id.empty()) {
     std::cout << fmt::format(
-        "{} {}\n  source       {}\n  claim        {}\n  expected     {}\n"
-        "  program      {}\n",
-        scenario.id, scenario.title, scenario.source, scenario.claim, expected_outcome(scenario),
-        scenario.engine_program);
+        "{} {}\n  source       {}\n  claim        {}\n  verdict      {} (when the run behaves "
+        "as expected)\n  expected     {}\n  program      {}\n",
+        scenario.id, scenario.title, scenario.source, scenario.claim, scenario.verdict,
+        expected_outcome(scenario), scenario.engine_program);
     if (!scenario.fact_check.empty()) {
-      std::cout << fmt::format("  fact-check   {}\n", scenario.fact_check);
+      std::cout << fmt::format("  fact-check   {}\n  (figures in braces are filled from the run)\n",
+                               scenario.fact_check);
     }
     std::cout << fmt::format("  quick        --set {}\n\n", fmt::join(scenario.quick, " --set "));
   }
@@ -106,9 +108,11 @@ std::vector<CaseSpec> selected_cases(const RunArgumentsOfCases& arguments) {
       selected.push_back(spec);
     }
   }
+  // S (semantics), P (pitfalls), R (RNG items), then any other letter; by number within each.
   auto order = [](const CaseSpec& spec) {
     const std::string& id = spec.scenario.id;
-    return std::make_pair(id.substr(0, 1) == "S" ? 0 : 1, std::stoi("0" + id.substr(1)));
+    const std::string letters = "SPR";
+    return std::make_pair(letters.find(id.front()), std::stoi("0" + id.substr(1)));
   };
   std::stable_sort(selected.begin(), selected.end(),
                    [&](const CaseSpec& a, const CaseSpec& b) { return order(a) < order(b); });
@@ -131,11 +135,15 @@ int run_command(const RunArgumentsOfCases& arguments) {
     const CaseSpec spec = load_case(selected.source_file.string(), overrides);
     entries.push_back(run_scenario(spec, out / spec.name, comparison_options(arguments)));
     const reports::CatalogueEntry& entry = entries.back();
-    std::cout << fmt::format("{:<4} {:<18} {}\n", entry.id, reports::to_string(entry.outcome),
-                             entry.title);
+    // One line per case: the verdict on the document's claim, the topic, what the run showed.
+    std::cout << fmt::format("{:<4} {:<21} {}: {}\n", entry.id, entry.verdict, entry.title,
+                             entry.summary)
+              << std::flush;  // before the next case's progress on stderr
     if (entry.outcome == reports::CaseOutcome::kDiffers) {
-      std::cout << fmt::format("     expected {}\n     observed {}\n", entry.expected,
-                               entry.observed);
+      std::cout << fmt::format("     differs from the case's expectation\n     expected {}\n"
+                               "     observed {}\n",
+                               entry.expected, entry.observed)
+                << std::flush;
     }
   }
   reports::write_catalogue_report(entries, out / "catalogue");

@@ -8,6 +8,7 @@
 #include "parity/common/engine_programs.h"
 #include "parity/common/error.h"
 #include "parity/reports/reports.h"
+#include "scenario_figures.h"
 #include "scenario_programs.h"
 
 namespace parity::cli {
@@ -15,6 +16,14 @@ namespace {
 
 using reports::CaseOutcome;
 using reports::CatalogueEntry;
+
+// What one way of running a case saw, before the case's figure conditions and fact-check.
+struct Observation {
+  bool as_expected = false;
+  std::string observed;  // a sentence or two
+  std::string summary;   // one line
+  ObservedFigures figures;
+};
 
 std::vector<std::string> diagnosis_ids(const compare::ComparisonResult& result) {
   std::vector<std::string> ids;
@@ -34,8 +43,26 @@ bool diagnoses_match(const std::vector<std::string>& expected,
   return true;
 }
 
-void judge_comparison(const CaseSpec& spec, const std::filesystem::path& dir,
-                      const compare::CompareOptions& options, CatalogueEntry& entry) {
+// "not equivalent from step 0; diagnosis P2 (Gradients summed, not averaged)", "equivalent
+// over 10 steps".
+std::string comparison_summary(const compare::ComparisonResult& result,
+                               const ObservedFigures& figures) {
+  std::string line = compare::to_string(result.verdict);
+  if (const auto step = figures.number("first_divergent_step")) {
+    line += fmt::format(" from step {:.0f}", *step);
+  } else if (const auto steps = figures.number("steps")) {
+    line += fmt::format(" over {:.0f} steps", *steps);
+  }
+  std::vector<std::string> diagnoses;
+  for (const compare::Diagnosis& diagnosis : result.diagnoses) {
+    diagnoses.push_back(fmt::format("{} ({})", diagnosis.pitfall, diagnosis.title));
+  }
+  if (!diagnoses.empty()) line += fmt::format("; diagnosis {}", fmt::join(diagnoses, ", "));
+  return line;
+}
+
+Observation observe_comparison(const CaseSpec& spec, const std::filesystem::path& dir,
+                               const compare::CompareOptions& options, CatalogueEntry& entry) {
   const ScenarioSpec& scenario = spec.scenario;
   const auto job_folder = claim_job_folder(dir, "parity cases run " + scenario.id);
   const compare::ComparisonResult result = run_case_job(
@@ -43,22 +70,24 @@ void judge_comparison(const CaseSpec& spec, const std::filesystem::path& dir,
   reports::write_reports(result, dir / "report");
   entry.report_link = fmt::format("../{}/report/{}", dir.filename().string(), reports::kHtmlFile);
 
+  Observation observation;
+  observation.figures = comparison_figures(result);
   const std::vector<std::string> ids = diagnosis_ids(result);
   // "equivalent: A (...) and B (...) agree on all 10 steps compared." without the headline's
   // own "Equivalent: " repeating the verdict.
   std::string headline = result.headline;
   const std::string repeated = "Equivalent: ";
   if (headline.rfind(repeated, 0) == 0) headline.erase(0, repeated.size());
-  entry.observed =
+  observation.observed =
       fmt::format("{}{}: {}", compare::to_string(result.verdict),
                   ids.empty() ? "" : fmt::format("; diagnosis {}", fmt::join(ids, ", ")), headline);
-  const bool verdict_matches = compare::to_string(result.verdict) == scenario.expect;
-  entry.outcome = verdict_matches && diagnoses_match(scenario.expect_diagnoses, ids)
-                      ? CaseOutcome::kAsExpected
-                      : CaseOutcome::kDiffers;
+  observation.summary = comparison_summary(result, observation.figures);
+  observation.as_expected = compare::to_string(result.verdict) == scenario.expect &&
+                            diagnoses_match(scenario.expect_diagnoses, ids);
+  return observation;
 }
 
-void judge_error(const CaseSpec& spec, CatalogueEntry& entry) {
+Observation observe_error(const CaseSpec& spec) {
   if (find_engine_program(spec.scenario.engine_program).kind !=
       ProgramKind::kFailsBeforeTraining) {
     throw InputError(fmt::format(
@@ -67,45 +96,92 @@ void judge_error(const CaseSpec& spec, CatalogueEntry& entry) {
         spec.source_file.string(), spec.scenario.engine_program,
         engine_program_names_of_kind(ProgramKind::kFailsBeforeTraining)));
   }
+  Observation observation;
   const std::optional<std::string> error = cases::run_error_program(spec);
   if (!error) {
-    entry.observed = "the step ran without an error";
-    entry.outcome = CaseOutcome::kDiffers;
-    return;
+    observation.observed = observation.summary = "the step ran without an error";
+    observation.figures.set_text("error", "none");
+    return observation;
   }
-  entry.observed = "error: " + *error;
-  entry.outcome = error->find(spec.scenario.expect_error) != std::string::npos
-                      ? CaseOutcome::kAsExpected
-                      : CaseOutcome::kDiffers;
+  observation.figures.set_text("error", *error);
+  observation.observed = "error: " + *error;
+  observation.summary = "error: " + error->substr(0, error->find('\n'));
+  observation.as_expected = error->find(spec.scenario.expect_error) != std::string::npos;
+  return observation;
 }
 
-void judge_probe(const CaseSpec& spec, CatalogueEntry& entry) {
+Observation observe_probe(const CaseSpec& spec) {
   if (find_engine_program(spec.scenario.engine_program).kind != ProgramKind::kProbes) {
     throw InputError(fmt::format(
         "{}: scenario.expect = \"probe\" but engine program {} is not a probe; name one ({})",
         spec.source_file.string(), spec.scenario.engine_program,
         engine_program_names_of_kind(ProgramKind::kProbes)));
   }
-  const cases::ProbeResult probe = cases::run_probe_program(spec);
-  entry.observed = probe.observed;
-  entry.outcome = probe.as_expected ? CaseOutcome::kAsExpected : CaseOutcome::kDiffers;
+  cases::ProbeResult probe = cases::run_probe_program(spec);
+  Observation observation;
+  observation.as_expected = probe.as_expected;
+  observation.observed = observation.summary = probe.observed;
+  observation.figures = std::move(probe.figures);
+  return observation;
+}
+
+// The case's figure conditions against what the run computed: the reasons of those that fail.
+std::vector<std::string> failed_conditions(const ScenarioSpec& scenario,
+                                           const ObservedFigures& figures) {
+  std::vector<std::string> failed;
+  for (const std::string& text : scenario.expect_figures) {
+    std::string why;
+    if (!condition_holds(parse_figure_condition(text), figures, &why)) failed.push_back(why);
+  }
+  return failed;
+}
+
+// Fills the entry from what the run observed: the outcome (the expectation and every figure
+// condition met), the verdict it supports, and the fact-check with the run's numbers.
+void judge(const CaseSpec& spec, Observation observation, CatalogueEntry& entry) {
+  const ScenarioSpec& scenario = spec.scenario;
+  std::vector<std::string> problems = failed_conditions(scenario, observation.figures);
+  try {
+    entry.fact_check = observation.figures.fill(scenario.fact_check);
+  } catch (const InputError& error) {
+    entry.fact_check = scenario.fact_check;
+    problems.push_back(fmt::format("{}: scenario.fact_check: {}", spec.source_file.string(),
+                                   error.what()));
+  }
+  entry.observed = observation.observed;
+  entry.summary = observation.summary;
+  if (!problems.empty()) {
+    const std::string reasons = fmt::format("{}", fmt::join(problems, "; "));
+    entry.observed += " (" + reasons + ")";
+    entry.summary += " (" + reasons + ")";
+  }
+  entry.figures = observation.figures.listing();
+  entry.outcome =
+      observation.as_expected && problems.empty() ? CaseOutcome::kAsExpected : CaseOutcome::kDiffers;
+  entry.verdict = entry.outcome == CaseOutcome::kAsExpected ? scenario.verdict
+                                                            : reports::kUnsettledVerdict;
 }
 
 }  // namespace
 
 std::string expected_outcome(const ScenarioSpec& scenario) {
+  std::string expected;
   if (scenario.expect == "error") {
-    return fmt::format("error containing \"{}\"", scenario.expect_error);
+    expected = fmt::format("error containing \"{}\"", scenario.expect_error);
+  } else if (scenario.expect == "probe") {
+    expected = fmt::format("the engine behaves as JAX does ({})", scenario.engine_program);
+  } else if (scenario.expect == "not supported") {
+    expected = fmt::format("not yet supported (missing: {})", scenario.missing);
+  } else if (scenario.expect_diagnoses.empty()) {
+    expected = scenario.expect;
+  } else {
+    expected = fmt::format("{}; diagnosis {}", scenario.expect,
+                           fmt::join(scenario.expect_diagnoses, ", "));
   }
-  if (scenario.expect == "probe") {
-    return fmt::format("the engine behaves as JAX does ({})", scenario.engine_program);
+  if (!scenario.expect_figures.empty()) {
+    expected += fmt::format("; {}", fmt::join(scenario.expect_figures, "; "));
   }
-  if (scenario.expect == "not supported") {
-    return fmt::format("not yet supported (missing: {})", scenario.missing);
-  }
-  if (scenario.expect_diagnoses.empty()) return scenario.expect;
-  return fmt::format("{}; diagnosis {}", scenario.expect,
-                     fmt::join(scenario.expect_diagnoses, ", "));
+  return expected;
 }
 
 reports::CatalogueEntry run_scenario(const CaseSpec& spec, const std::filesystem::path& dir,
@@ -117,18 +193,21 @@ reports::CatalogueEntry run_scenario(const CaseSpec& spec, const std::filesystem
   entry.case_name = spec.name;
   entry.source = scenario.source;
   entry.claim = scenario.claim;
-  entry.fact_check = scenario.fact_check;
   entry.expected = expected_outcome(scenario);
   if (scenario.expect == "not supported") {
-    entry.observed = "not run";
+    entry.observed = entry.summary = "not run";
+    entry.fact_check = scenario.fact_check;
+    entry.verdict = "not checked";
     entry.outcome = CaseOutcome::kNotSupported;
-  } else if (scenario.expect == "error") {
-    judge_error(spec, entry);
-  } else if (scenario.expect == "probe") {
-    judge_probe(spec, entry);
-  } else {
-    judge_comparison(spec, dir, options, entry);
+    return entry;
   }
+  if (scenario.expect == "error" || scenario.expect == "probe") {
+    judge(spec, scenario.expect == "error" ? observe_error(spec) : observe_probe(spec), entry);
+    reports::write_case_page(entry, spec.to_toml(), dir / "report");
+    entry.report_link = fmt::format("../{}/report/{}", dir.filename().string(), reports::kHtmlFile);
+    return entry;
+  }
+  judge(spec, observe_comparison(spec, dir, options, entry), entry);
   return entry;
 }
 

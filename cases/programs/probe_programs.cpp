@@ -32,6 +32,9 @@ ProbeResult probe_device_axis(const CaseSpec& spec) {
   for (double value : values) mean += value / static_cast<double>(values.size());
   ProbeResult result;
   result.as_expected = losses.shape() == pe::Shape{devices};
+  result.figures.set_text("loss_type", pe::type_to_string(losses.dtype(), losses.shape()));
+  result.figures.set("device0_loss", values.front());
+  result.figures.set("mean_loss", mean);
   result.observed = fmt::format(
       "pmap(loss_fn)(params, x, y) returns {}: one loss per device (device 0: {:.6f}); "
       "printing it shows a vector; the scalar to log is its mean, {:.6f} (equal per-device "
@@ -90,6 +93,10 @@ ProbeResult probe_dropout_key(const CaseSpec& spec) {
   ProbeResult result;
   result.as_expected = shared == 1.0 && std::abs(split - independent) < kSampling &&
                        std::abs(folded - independent) < kSampling;
+  result.figures.set("agreement_shared_key", shared);
+  result.figures.set("agreement_split_keys", split);
+  result.figures.set("agreement_folded_keys", folded);
+  result.figures.set("agreement_independent", independent);
   result.observed = fmt::format(
       "dropout rate {} on {} devices, masks {}: one key on every device gives masks that agree "
       "at {:.2f}% of positions (every device drops the same units); split(key, {}) {:.2f}% and "
@@ -120,6 +127,9 @@ ProbeResult probe_device_order(const CaseSpec& spec) {
   }
   ProbeResult result;
   result.as_expected = sorted_and_stable;
+  result.figures.set("listings", static_cast<double>(listings.size()));
+  result.figures.set_text("ids", ids_of(listings.front()));
+  result.figures.set_text("first_device", listings.front().devices().front().to_string());
   result.observed = fmt::format(
       "{} listings (two made in code, one from the environment) all give ids {}, sorted: "
       "devices[0] is {} every time",
@@ -165,6 +175,9 @@ ProbeResult probe_recompilation(const CaseSpec& spec) {
   ProbeResult result;
   result.as_expected =
       traced == std::vector<std::string>{"first call", "half the batch", "another static mode"};
+  result.figures.set("calls", static_cast<double>(calls.size()));
+  result.figures.set("traces", static_cast<double>(traced.size()));
+  result.figures.set_text("traced", fmt::format("{}", fmt::join(traced, ", ")));
   result.observed = fmt::format(
       "{} calls, {} traces ({}); another learning rate passed as an array reused the trace, as "
       "did the first signature again",

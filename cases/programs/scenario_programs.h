@@ -50,6 +50,7 @@
 
 #include "parity/common/case_spec.h"
 #include "parity/common/engine_programs.h"
+#include "parity/common/observed_figures.h"
 #include "pmap_engine/transforms.h"
 
 namespace parity::cases {
@@ -117,6 +118,7 @@ void require_training_program(const CaseSpec& spec, const EngineProgram& program
 struct ProbeResult {
   bool as_expected = false;  // the engine behaves as JAX does (and as the case says)
   std::string observed;      // what the probe saw, in a sentence or two
+  ObservedFigures figures;   // what it measured, for the case's fact-check and conditions
 };
 ProbeResult run_probe_program(const CaseSpec& spec);
 

@@ -7,6 +7,8 @@
 #include "case_writer.h"
 #include "parity/common/case_limits.h"
 #include "parity/common/engine_programs.h"
+#include "parity/common/error.h"
+#include "parity/common/observed_figures.h"
 
 namespace parity {
 
@@ -19,6 +21,8 @@ using case_schema::Key;
 const std::vector<std::string> kExpectations = {"equivalent", "not equivalent", "error", "probe",
                                                 "not supported"};
 const std::vector<std::string> kReferences = {"ddp_ref", "engine"};
+const std::vector<std::string> kVerdicts = {"confirmed", "refuted", "partly",
+                                            "not reproducible here", "not checkable here"};
 
 constexpr int64_t kFashionMnistFeatures = 784;
 constexpr int64_t kFashionMnistClasses = 10;
@@ -242,6 +246,13 @@ class CaseChecker {
       return;
     }
     one_of(expect, scenario.expect, kExpectations);
+    one_of(keys::kScenarioVerdict, scenario.verdict, kVerdicts);
+    if (scenario.fact_check.empty()) {
+      fail(keys::kScenarioFactCheck, "empty",
+           "say what the engines show against the claim, and why the verdict is " +
+               scenario.verdict);
+    }
+    check_figure_texts();
     one_of(keys::kScenarioEngineProgram, scenario.engine_program, engine_program_names());
     one_of(keys::kScenarioReference, scenario.reference, kReferences);
     if (scenario.expect == "error" && scenario.expect_error.empty()) {
@@ -253,6 +264,24 @@ class CaseChecker {
       fail_at(origins_.of(expect),
               expect.dotted() + " = \"not supported\" needs " + keys::kScenarioMissing.dotted() +
                   ", the engine feature the case waits for");
+    }
+  }
+
+  // The fact-check's placeholders and the figure conditions are well formed (the figures
+  // themselves exist only once the case has run).
+  void check_figure_texts() {
+    const ScenarioSpec& scenario = spec_.scenario;
+    try {
+      placeholders(scenario.fact_check);
+    } catch (const InputError& error) {
+      fail(keys::kScenarioFactCheck, error.what());
+    }
+    for (const std::string& condition : scenario.expect_figures) {
+      try {
+        parse_figure_condition(condition);
+      } catch (const InputError& error) {
+        fail(keys::kScenarioExpectFigures, error.what());
+      }
     }
   }
 

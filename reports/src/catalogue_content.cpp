@@ -78,9 +78,33 @@ std::string catalogue_headline(const std::vector<CatalogueEntry>& entries) {
                      unsupported == 1 ? "1 needs" : fmt::format("{} need", unsupported));
 }
 
+std::string verdict_tally(const std::vector<CatalogueEntry>& entries) {
+  std::vector<std::pair<std::string, size_t>> counts;
+  for (const CatalogueEntry& entry : entries) {
+    auto it = std::find_if(counts.begin(), counts.end(),
+                           [&](const auto& count) { return count.first == entry.verdict; });
+    if (it == counts.end()) {
+      counts.emplace_back(entry.verdict, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  std::string tally;
+  for (const auto& [verdict, count] : counts) {
+    tally += fmt::format("{}{} {}", tally.empty() ? "" : " · ", count, verdict);
+  }
+  return tally;
+}
+
+std::string verdict_class(const std::string& verdict) {
+  std::string name = "verdict-";
+  for (char c : verdict) name += c == ' ' ? '-' : c;
+  return name;
+}
+
 const std::vector<std::string>& catalogue_columns() {
-  static const std::vector<std::string> columns = {"case",     "title",      "claim",  "expected",
-                                                   "observed", "fact check", "outcome"};
+  static const std::vector<std::string> columns = {
+      "case", "title", "claim", "verdict", "observed", "fact check", "expected", "outcome"};
   return columns;
 }
 

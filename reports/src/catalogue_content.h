@@ -32,13 +32,20 @@ struct OutcomeCount {
 // differs" is what a reader of a passing catalogue looks for).
 std::vector<OutcomeCount> outcome_counts(const std::vector<CatalogueEntry>& entries);
 
-// One sentence under the banner: how many cases behave as expected and, when some differ, which.
+// One sentence under the banner: how many cases behave as expected and, when some differs, which.
 std::string catalogue_headline(const std::vector<CatalogueEntry>& entries);
 
-// The table's column headings: case, title, claim, expected, observed, fact check, outcome.
-// Every field of an entry is in its row; the short ones share a cell so that the four of prose
-// get the width: the case file's name and the source under the title, the report link under the
-// outcome.
+// How many cases reached each verdict on their claims, in the order of first appearance:
+// "14 confirmed · 6 partly · 5 refuted".
+std::string verdict_tally(const std::vector<CatalogueEntry>& entries);
+
+// The CSS class of a verdict's chip: "verdict-confirmed", "verdict-not-reproducible-here", ...
+std::string verdict_class(const std::string& verdict);
+
+// The table's column headings: case, title, claim, verdict, observed, fact check, expected,
+// outcome. Every field of an entry but its figures is in its row; the short ones share a cell
+// so that the prose gets the width: the case file's name and the source under the title, the
+// report link under the outcome.
 const std::vector<std::string>& catalogue_columns();
 
 // `report_link` as a link target for HTML and Markdown alike, or nullopt when it is empty or not

@@ -18,14 +18,20 @@ using compare::CheckStatus;
 
 std::string e(const std::string& text) { return markup_escape(text); }
 
+std::string verdict_chip(const std::string& verdict) {
+  return fmt::format("<span class=\"claim-verdict {}\">{}</span>",
+                     markup_attribute_escape(verdict_class(verdict)), e(verdict));
+}
+
 std::string verdict_html(const std::vector<CatalogueEntry>& entries) {
   const CheckStatus tone = catalogue_passes(entries) ? CheckStatus::kPass : CheckStatus::kFail;
   std::string out = fmt::format(
       "<header class=\"verdict {}\"><div class=\"kicker\">parity catalogue · the scenario cases "
       "of the source documents</div><div class=\"badge\"><span class=\"mark\">{}</span>{}</div>"
-      "<h1>{}</h1><ul class=\"tally\">",
+      "<h1>{}</h1><p class=\"verdict-tally\">Verdicts on the documents' claims: {}</p>"
+      "<ul class=\"tally\">",
       status_tone(tone), status_mark(tone), catalogue_banner(entries),
-      e(catalogue_headline(entries)));
+      e(catalogue_headline(entries)), e(verdict_tally(entries)));
   for (const OutcomeCount& count : outcome_counts(entries)) {
     out += "<li>" +
            status_pill(outcome_as_status(count.outcome),
@@ -74,9 +80,11 @@ std::string row_html(const CatalogueEntry& entry) {
       "<span class=\"case-meta\"><code>{}</code> · {}</span></td>",
       row_class(entry.outcome), e(entry.id), e(entry.title), e(entry.case_name), e(entry.source));
   row += prose_cell("claim", entry.claim);
-  row += prose_cell("expected", entry.expected);
+  row += fmt::format("<td class=\"case-verdict\" data-label=\"verdict\">{}</td>",
+                     verdict_chip(entry.verdict));
   row += prose_cell("observed", entry.observed);
   row += prose_cell("fact check", entry.fact_check);
+  row += prose_cell("expected", entry.expected);
   return row + fmt::format("<td class=\"case-outcome\">{}{}</td></tr>",
                            status_pill(outcome_as_status(entry.outcome), to_string(entry.outcome)),
                            report_html(entry));

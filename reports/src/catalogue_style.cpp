@@ -2,7 +2,7 @@
 
 namespace parity::reports {
 
-// On top of report.html's stylesheet. Four of the table's seven columns are prose, so the page is
+// On top of report.html's stylesheet. Five of the table's eight columns are prose, so the page is
 // wider than report.html, the prose a little smaller, and the columns have fixed shares; the
 // case id does not wrap. A case that differs is tinted in the fail tone, with a bar on its left
 // edge and a solid pill. On a phone each row becomes a card: the case, its outcome and report
@@ -12,13 +12,14 @@ const char* const kCatalogueCss = R"css(
 main.catalogue { max-width: 1480px; }
 table.catalogue { font-size: 0.86rem; line-height: 1.45; width: 100%; table-layout: fixed; }
 /* Fixed column shares keep the outcome column on screen at 1200px; prose wraps inside them. */
-table.catalogue th:nth-child(1) { width: 4.5%; }
-table.catalogue th:nth-child(2) { width: 15%; }
-table.catalogue th:nth-child(3) { width: 17%; }
-table.catalogue th:nth-child(4) { width: 14%; }
-table.catalogue th:nth-child(5) { width: 16.5%; }
-table.catalogue th:nth-child(6) { width: 19%; }
-table.catalogue th:nth-child(7) { width: 14%; }
+table.catalogue th:nth-child(1) { width: 4%; }
+table.catalogue th:nth-child(2) { width: 12.5%; }
+table.catalogue th:nth-child(3) { width: 15%; }
+table.catalogue th:nth-child(4) { width: 8.5%; }
+table.catalogue th:nth-child(5) { width: 16%; }
+table.catalogue th:nth-child(6) { width: 21%; }
+table.catalogue th:nth-child(7) { width: 11%; }
+table.catalogue th:nth-child(8) { width: 12%; }
 table.catalogue th, table.catalogue td { padding: 0.65rem 0.7rem; }
 table.catalogue td.case-id {
   font-family: var(--mono); font-weight: 700; font-size: 0.95rem; white-space: nowrap;
@@ -37,6 +38,24 @@ tr.case-differs td { background: var(--fail-bg); }
 tr.case-differs td:first-child { box-shadow: inset 5px 0 0 var(--fail); color: var(--fail); }
 tr.case-differs .status { background: var(--fail); color: #fff; }
 tr.case-not-supported td.prose { color: var(--muted); }
+/* The verdict on a document's claim: news about the document, not a pass or a failure of the
+   catalogue, so its chips are outlined rather than filled like the outcome's pills. */
+.claim-verdict {
+  display: inline-block; padding: 0.1rem 0.5rem; border: 1.5px solid var(--line);
+  border-radius: 999px; font-weight: 650; font-size: 0.8rem; white-space: nowrap;
+}
+.verdict-confirmed { border-color: #2f7d4f; color: #2f7d4f; }
+.verdict-refuted { border-color: #9b2c6f; color: #9b2c6f; }
+.verdict-partly { border-color: #a5640b; color: #8a5308; }
+.verdict-not-reproducible-here, .verdict-not-checkable-here, .verdict-not-checked {
+  border-style: dashed; color: var(--muted);
+}
+.verdict-unsettled { border-color: var(--fail); color: var(--fail); }
+.verdict-tally { margin: 0.3rem 0 0.6rem; color: var(--muted); }
+dl.case-facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.5rem 1.2rem; }
+dl.case-facts dt { color: var(--muted); font-weight: 650; }
+dl.case-facts dd { margin: 0; }
+pre.case-toml { overflow-x: auto; font-size: 0.8rem; }
 
 @media (max-width: 760px) {
   table.catalogue, table.catalogue > tbody, table.catalogue > tbody > tr,

@@ -44,6 +44,12 @@ std::string report_markdown(const std::string& report_link) {
 
 std::string or_dash(const std::string& text) { return text.empty() ? "–" : md(text); }
 
+Json figures_json(const std::vector<std::pair<std::string, std::string>>& figures) {
+  Json object = Json::object();
+  for (const auto& [name, value] : figures) object[utf8_repair(name)] = utf8_repair(value);
+  return object;
+}
+
 std::vector<std::string> row_markdown(const CatalogueEntry& entry) {
   const bool differs = entry.outcome == CaseOutcome::kDiffers;
   // As in index.html, the case file's name and the source go under the title (<sub>, with
@@ -52,9 +58,10 @@ std::vector<std::string> row_markdown(const CatalogueEntry& entry) {
           fmt::format("{}<br><sub>{} · {}</sub>", md(entry.title), md(entry.case_name),
                       md(entry.source)),
           or_dash(entry.claim),
-          or_dash(entry.expected),
+          or_dash(entry.verdict),
           or_dash(entry.observed),
           or_dash(entry.fact_check),
+          or_dash(entry.expected),
           outcome_markdown(entry.outcome) + report_markdown(entry.report_link)};
 }
 
@@ -69,9 +76,10 @@ std::string render_catalogue_markdown(const std::vector<CatalogueEntry>& entries
                           to_string(count.outcome));
   }
   std::string out =
-      fmt::format("## {} {}\n\n**{}**\n\n{}\n\n",
+      fmt::format("## {} {}\n\n**{}**\n\n{}\n\nVerdicts on the documents' claims: {}\n\n",
                   status_icon(passes ? compare::CheckStatus::kPass : compare::CheckStatus::kFail),
-                  catalogue_banner(entries), md(catalogue_headline(entries)), counts);
+                  catalogue_banner(entries), md(catalogue_headline(entries)), counts,
+                  md(verdict_tally(entries)));
   if (entries.empty()) {
     out += "No scenario case was run.\n\n";
   } else {
@@ -96,9 +104,12 @@ std::string render_catalogue_json(const std::vector<CatalogueEntry>& entries) {
                     {"case", utf8_repair(entry.case_name)},
                     {"source", utf8_repair(entry.source)},
                     {"claim", utf8_repair(entry.claim)},
+                    {"verdict", utf8_repair(entry.verdict)},
                     {"expected", utf8_repair(entry.expected)},
                     {"observed", utf8_repair(entry.observed)},
+                    {"summary", utf8_repair(entry.summary)},
                     {"fact_check", utf8_repair(entry.fact_check)},
+                    {"figures", figures_json(entry.figures)},
                     {"outcome", to_string(entry.outcome)},
                     {"report", entry.report_link.empty() ? Json(nullptr)
                                                          : Json(utf8_repair(entry.report_link))}});

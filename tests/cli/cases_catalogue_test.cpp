@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <regex>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -62,13 +63,26 @@ TEST(CasesCatalogue, RunAllBehavesAsEachCaseExpectsAndWritesTheCatalogue) {
       continue;
     }
     EXPECT_EQ(entry.at("outcome"), "as expected") << scenario.id << ": " << observed;
+    // The verdict on the claim is the case's, the fact-check filled from the run's figures, and
+    // the terminal printed both with the one-line summary.
+    EXPECT_EQ(entry.at("verdict"), scenario.verdict) << scenario.id;
+    const std::string fact_check = entry.at("fact_check");
+    EXPECT_EQ(fact_check.find('{'), std::string::npos) << scenario.id << ": " << fact_check;
+    EXPECT_FALSE(entry.at("figures").empty()) << scenario.id;
+    const std::string summary = entry.at("summary");
+    EXPECT_THAT(run.output, HasSubstr(fmt::format("{:<4} {:<21} {}: {}", scenario.id,
+                                                  scenario.verdict, scenario.title, summary)));
+    // Every case has a page of its own: its comparison's report, or the case page.
+    EXPECT_TRUE(fs::exists(out.path(spec.name) / "report/report.html")) << scenario.id;
+    EXPECT_EQ(entry.at("report"), "../" + spec.name + "/report/report.html") << scenario.id;
     if (scenario.expect == "error") {
       EXPECT_THAT(observed, HasSubstr(scenario.expect_error)) << scenario.id;
+      EXPECT_THAT(entry.at("figures").at("error").get<std::string>(),
+                  HasSubstr(scenario.expect_error));
       continue;
     }
     if (scenario.expect == "probe") continue;  // what a probe sees: tests/cases
-    // A comparison: its own four reports, and the verdict and diagnoses the case names.
-    EXPECT_TRUE(fs::exists(out.path(spec.name) / "report/report.html")) << scenario.id;
+    // A comparison: the verdict and diagnoses the case names.
     EXPECT_EQ(observed.rfind(scenario.expect, 0), 0u) << scenario.id << ": " << observed;
     for (const std::string& diagnosis : scenario.expect_diagnoses) {
       EXPECT_THAT(observed, HasSubstr(diagnosis)) << scenario.id;
@@ -76,7 +90,42 @@ TEST(CasesCatalogue, RunAllBehavesAsEachCaseExpectsAndWritesTheCatalogue) {
   }
   EXPECT_TRUE(fs::exists(out.path("catalogue/index.html")));
   EXPECT_TRUE(fs::exists(out.path("catalogue/catalogue.md")));
-  EXPECT_THAT(run.output, HasSubstr("P2   as expected"));
+  EXPECT_THAT(run.output, HasSubstr("P2   partly                psum instead of pmean: not "
+                                     "equivalent from step 1; diagnosis P2"));
+}
+
+// Numbers in a fact-check come from the run (placeholders), never from the case file: with
+// its placeholders removed, a fact-check holds no number but a step or axis 0 and the
+// documents' section numbers.
+TEST(CasesCatalogue, NoFactCheckQuotesANumberTheRunDidNotCompute) {
+  const std::regex placeholder(R"(\{[^{}]*\})");
+  const std::regex section(R"(\d{3} §[\d.]+)");  // "002 §2.3"
+  // A number that is not part of a name (f32, P12, se_gpu_pjrt_client.cc).
+  const std::regex number(R"((^|[^\w.])(\d+(\.\d+)?(e-?\d+)?)(?!\w))");
+  for (const CaseSpec& spec : list_cases()) {
+    if (spec.scenario.id.empty()) continue;
+    const std::string text = std::regex_replace(
+        std::regex_replace(spec.scenario.fact_check, placeholder, ""), section, "");
+    for (std::sregex_iterator it(text.begin(), text.end(), number), end; it != end; ++it) {
+      const std::string found = (*it)[2];
+      EXPECT_EQ(found, "0") << spec.scenario.id << " quotes " << found << " in: " << text;
+    }
+  }
+}
+
+TEST(CasesCatalogue, AFigureConditionThatFailsUnsettlesTheVerdict) {
+  testing::TempDir out;
+  const auto run = run_command(fmt::format(
+      "{} cases run P2 --set train.steps=3 --set 'train.record_steps=[0]' --set "
+      "'scenario.expect_figures=[\"grad_norm_ratio.first > 9\"]' --out {}",
+      kParity, shell_quote(out.path().string())));
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  // The gradients are the sum over 8 devices: 8x DDP's at step 0, not more.
+  EXPECT_THAT(run.output, HasSubstr("P2   unsettled"));
+  EXPECT_THAT(run.output, HasSubstr("(grad_norm_ratio.first is 8, not > 9)"));
+  const nlohmann::json catalogue =
+      nlohmann::json::parse(testing::read_bytes(out.path("catalogue/catalogue.json")));
+  EXPECT_EQ(catalogue.at("entries").at(0).at("verdict"), "unsettled");
 }
 
 TEST(CasesCatalogue, ACaseThatDoesNotBehaveAsExpectedFailsTheRun) {
@@ -88,7 +137,8 @@ TEST(CasesCatalogue, ACaseThatDoesNotBehaveAsExpectedFailsTheRun) {
                               "scenario.engine_program=pmean --out {}",
                               kParity, shell_quote(out.path().string())));
   EXPECT_EQ(run.exit_code, 1) << run.output;
-  EXPECT_THAT(run.output, HasSubstr("P2   differs"));
+  EXPECT_THAT(run.output, HasSubstr("P2   unsettled"));
+  EXPECT_THAT(run.output, HasSubstr("differs from the case's expectation"));
   EXPECT_THAT(run.output, HasSubstr("expected not equivalent; diagnosis P2"));
   EXPECT_THAT(run.output, HasSubstr("observed equivalent"));
   const nlohmann::json catalogue =

@@ -1,5 +1,6 @@
 // Case files: the three shipped cases, defaults, overrides, the canonical form and its hash,
 // and the error message of every kind of bad input. Also the FNV-1a digest the hash uses.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -344,19 +345,43 @@ TEST(CaseSpec, ScenarioErrorsNameTheKeyAndTheFix) {
   EXPECT_EQ(load_error(no_id), "scenario.expect: a [scenario] needs an id (the item of "
                                "docs/pitfalls.md it reproduces, e.g. id = \"P2\") at " +
                                    no_id + ":4:10");
-  const std::string scenario = std::string(kMinimalCase) + "[scenario]\nid = \"P1\"\n";
+  const std::string scenario = std::string(kMinimalCase) +
+                               "[scenario]\nid = \"P1\"\nverdict = \"confirmed\"\n"
+                               "fact_check = \"why\"\n";
   const std::string bad_expect = dir.write("b", scenario + "expect = \"equivalnet\"\n");
   EXPECT_EQ(load_error(bad_expect),
             "scenario.expect: expected one of equivalent, not equivalent, error, probe, not "
-            "supported, found 'equivalnet' at " + bad_expect + ":5:10; did you mean 'equivalent'?");
+            "supported, found 'equivalnet' at " + bad_expect + ":7:10; did you mean 'equivalent'?");
   const std::string no_text = dir.write("c", scenario + "expect = \"error\"\n");
   EXPECT_EQ(load_error(no_text), "scenario.expect = \"error\" needs scenario.expect_error, a "
                                  "part of the error text the engine must raise at " +
-                                     no_text + ":5:10");
+                                     no_text + ":7:10");
   const std::string no_missing = dir.write("d", scenario + "expect = \"not supported\"\n");
   EXPECT_EQ(load_error(no_missing), "scenario.expect = \"not supported\" needs "
                                     "scenario.missing, the engine feature the case waits for at " +
-                                        no_missing + ":5:10");
+                                        no_missing + ":7:10");
+  // The verdict on the claim, its fact-check and the figure conditions.
+  const std::string header = std::string(kMinimalCase) + "[scenario]\nid = \"P1\"\n";
+  const std::string no_verdict = dir.write("e", header + "expect = \"equivalent\"\n");
+  EXPECT_EQ(load_error(no_verdict),
+            "scenario.verdict: expected one of confirmed, refuted, partly, not reproducible here, "
+            "not checkable here, found '' at " + no_verdict);
+  const std::string no_fact_check =
+      dir.write("f", header + "verdict = \"partly\"\nexpect = \"equivalent\"\n");
+  EXPECT_EQ(load_error(no_fact_check),
+            "scenario.fact_check: empty at " + no_fact_check +
+                "; say what the engines show against the claim, and why the verdict is partly");
+  const std::string open_placeholder =
+      dir.write("g", header + "verdict = \"partly\"\nfact_check = \"{steps\"\n"
+                                      "expect = \"equivalent\"\n");
+  using ::testing::HasSubstr;
+  EXPECT_THAT(load_error(open_placeholder),
+              HasSubstr("scenario.fact_check: the placeholder opened at character 1 is not "
+                        "closed"));
+  const std::string bad_condition =
+      dir.write("h", scenario + "expect = \"equivalent\"\nexpect_figures = [\"ratio = 8\"]\n");
+  EXPECT_THAT(load_error(bad_condition),
+              HasSubstr("scenario.expect_figures: 'ratio = 8' is not a figure condition"));
   EXPECT_EQ(load_error("p2-psum-not-pmean", {"scenario.engine_program=psun"}),
             "--set scenario.engine_program=psun: scenario.engine_program: expected one of pmean, "
             "psum, psum-divide, psum-loss-in-grad, params-in-axes-none, init-per-device, "

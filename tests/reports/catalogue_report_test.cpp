@@ -11,6 +11,7 @@
 #include "catalogue_content.h"
 #include "escape.h"
 #include "parity/reports/catalogue.h"
+#include "parity/reports/reports.h"
 #include "report_test_util.h"
 #include "sample_catalogue.h"
 #include "sample_results.h"
@@ -177,6 +178,54 @@ TEST(CatalogueHtml, HasOneRowPerEntryAndTheRowsThatDifferStandOut) {
   }
 }
 
+TEST(CatalogueHtml, ShowsEachCasesVerdictOnItsClaimAndTheirTally) {
+  const auto entries = sample_catalogue();
+  const std::string html = render_catalogue_html(entries);
+  for (const CatalogueEntry& entry : entries) {
+    EXPECT_TRUE(contains(html, "<td class=\"case-verdict\" data-label=\"verdict\"><span "
+                               "class=\"claim-verdict " +
+                                   markup_attribute_escape(verdict_class(entry.verdict)) + "\">" +
+                                   markup_escape(entry.verdict) + "</span></td>"))
+        << entry.id;
+  }
+  // In order of first appearance, each verdict with its count.
+  EXPECT_EQ(verdict_tally(entries),
+            "2 confirmed · 2 not checked · 1 unsettled · 1 partly · 1 confirmed " +
+                testing::kScript);
+  EXPECT_TRUE(contains(html, "Verdicts on the documents' claims: " +
+                                 markup_escape(verdict_tally(entries))));
+  EXPECT_EQ(verdict_class("not reproducible here"), "verdict-not-reproducible-here");
+}
+
+TEST(CasePage, ShowsTheVerdictWhatWasObservedEveryFigureAndTheCaseFile) {
+  TempDir dir;
+  const auto entries = sample_catalogue();
+  const CatalogueEntry& p1 = entries[2];
+  ASSERT_EQ(p1.id, "P1");
+  const std::string toml = "[scenario]\nid = \"P1\" # <b>&</b>\n";
+  const std::string html = render_case_page(p1, toml);
+  testing::expect_well_formed_xml(html, dir.path(), kHtmlFile);
+  EXPECT_TRUE(contains(html, "<header class=\"verdict tone-pass\">"));
+  EXPECT_TRUE(contains(html, "<span class=\"claim-verdict verdict-confirmed\">confirmed</span>"));
+  EXPECT_TRUE(contains(html, "<dt>observed</dt><dd>" + markup_escape(p1.observed) + "</dd>"));
+  EXPECT_TRUE(contains(html, "<dt>fact check</dt><dd>" + markup_escape(p1.fact_check) + "</dd>"));
+  EXPECT_TRUE(contains(html, "<tr><td><code>error</code></td><td>" +
+                                 markup_escape(p1.figures.front().second) + "</td></tr>"));
+  EXPECT_TRUE(contains(html, "id = &quot;P1&quot; # &lt;b&gt;&amp;&lt;/b&gt;") ||
+              contains(html, "id = \"P1\" # &lt;b&gt;&amp;&lt;/b&gt;"));
+  for (const char* load : {"<script", "<link", "src=", "url(", "@import"}) {
+    EXPECT_FALSE(contains(html, load)) << load;
+  }
+  // The hostile entry: every string escaped, figures too.
+  const std::string hostile = render_case_page(entries.back(), testing::kScript);
+  testing::expect_well_formed_xml(hostile, dir.path(), kHtmlFile);
+  EXPECT_FALSE(contains(hostile, testing::kScript));
+  EXPECT_FALSE(contains(hostile, "\xff"));
+
+  write_case_page(p1, toml, dir.path("P1/report"));
+  EXPECT_EQ(testing::read_bytes(dir.path("P1/report") / kHtmlFile), html);
+}
+
 TEST(CatalogueHtml, EscapesEveryStringAndRefusesTheJavascriptLink) {
   const std::string html = render_catalogue_html(sample_catalogue());
   EXPECT_FALSE(contains(html, testing::kScript));
@@ -211,15 +260,16 @@ TEST(CatalogueMarkdown, StartsWithTheBannerAndTheCounts) {
 }
 
 constexpr const char* kCatalogueHeader =
-    "| case | title | claim | expected | observed | fact check | outcome |";
+    "| case | title | claim | verdict | observed | fact check | expected | outcome |";
 
-TEST(CatalogueMarkdown, HasOneRowOfSevenCellsPerEntry) {
+TEST(CatalogueMarkdown, HasOneRowOfEightCellsPerEntry) {
   const auto entries = sample_catalogue();
   const std::string markdown = render_catalogue_markdown(entries);
   const auto rows = testing::table_rows(markdown, kCatalogueHeader);
   ASSERT_EQ(rows.size(), entries.size()) << markdown;
   for (size_t i = 0; i < rows.size(); ++i) {
-    EXPECT_EQ(testing::num_cells(rows[i]), 7u) << rows[i];
+    EXPECT_EQ(testing::num_cells(rows[i]), 8u) << rows[i];
+    EXPECT_TRUE(contains(rows[i], "| " + markdown_escape(entries[i].verdict) + " |")) << rows[i];
     const bool differs = entries[i].outcome == CaseOutcome::kDiffers;
     const std::string id = markdown_escape(entries[i].id);
     EXPECT_EQ(rows[i].rfind(differs ? "| **" + id + "** |" : "| " + id + " |", 0), 0u) << rows[i];
@@ -265,7 +315,13 @@ TEST(CatalogueJson, HoldsTheVerdictTheCountsAndEveryField) {
       EXPECT_EQ(written["claim"], utf8_repair(entry.claim));
       EXPECT_EQ(written["expected"], utf8_repair(entry.expected));
       EXPECT_EQ(written["observed"], utf8_repair(entry.observed));
+      EXPECT_EQ(written["verdict"], utf8_repair(entry.verdict));
+      EXPECT_EQ(written["summary"], utf8_repair(entry.summary));
       EXPECT_EQ(written["fact_check"], utf8_repair(entry.fact_check));
+      ASSERT_EQ(written["figures"].size(), entry.figures.size()) << entry.id;
+      for (const auto& [name, value] : entry.figures) {
+        EXPECT_EQ(written["figures"][utf8_repair(name)], utf8_repair(value)) << entry.id;
+      }
       EXPECT_EQ(written["outcome"], to_string(entry.outcome));
       EXPECT_EQ(catalogue["counts"][written["outcome"].get<std::string>()].get<size_t>(),
                 count_outcome(entries, entry.outcome));

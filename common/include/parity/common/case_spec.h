@@ -113,12 +113,20 @@ struct ScenarioSpec {
   std::string title;       // one line
   std::string source;      // document and section, e.g. "000 §4.3, §7"
   std::string claim;       // what the document claims
-  std::string fact_check;  // what the engines show against the claim, and the verdict
+  // The verdict on the claim when the run behaves as the case expects: confirmed | refuted |
+  // partly | not reproducible here | not checkable here (the fact-check says why).
+  std::string verdict;
+  // What the engines show against the claim. Its numbers are placeholders ("{loss_ratio.last}")
+  // filled from the figures the run computed (parity/common/observed_figures.h).
+  std::string fact_check;
   // equivalent | not equivalent | error | probe | not supported (a probe program checks an
   // engine behaviour the document describes and says what it saw)
   std::string expect;
   std::vector<std::string> expect_diagnoses;  // pitfall ids the diagnosis must name, in order
   std::string expect_error;                   // a part of the expected error text
+  // Conditions on the run's figures that are part of the expectation, e.g.
+  // "grad_norm_ratio.first = 8 ± 0.01": the verdict rests on them.
+  std::vector<std::string> expect_figures;
   std::string missing;                        // not supported: which engine feature is missing
   // The engine-side step, written as the document's snippet does it (cases/programs/
   // scenario_programs.h lists them); "pmean" is the faithful data-parallel step.
