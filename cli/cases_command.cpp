@@ -16,6 +16,7 @@
 #include "parity/common/directory_lock.h"
 #include "parity/common/error.h"
 #include "parity/reports/catalogue.h"
+#include "pmap_engine/jax_release.h"
 #include "run_output.h"
 #include "scenario_run.h"
 
@@ -88,6 +89,7 @@ struct RunArgumentsOfCases : ComparisonArguments {
   bool all = false;
   bool full = false;
   std::vector<std::string> overrides;
+  std::string jax_version;  // --jax-version: jax.version for every case
   std::string out = "parity-out/cases";
 };
 
@@ -132,6 +134,7 @@ int run_command(const RunArgumentsOfCases& arguments) {
     std::vector<std::string> overrides =
         arguments.full ? std::vector<std::string>{} : selected.scenario.quick;
     overrides.insert(overrides.end(), arguments.overrides.begin(), arguments.overrides.end());
+    if (!arguments.jax_version.empty()) overrides.push_back("jax.version=" + arguments.jax_version);
     const CaseSpec spec = load_case(selected.source_file.string(), overrides);
     entries.push_back(run_scenario(spec, out / spec.name, comparison_options(arguments)));
     const reports::CatalogueEntry& entry = entries.back();
@@ -177,6 +180,9 @@ void register_cases_command(CLI::App& app, int& exit_status) {
   run->add_flag("--all", arguments->all, "every case with a [scenario]");
   run->add_flag("--full", arguments->full, "the full variants (the case files as written)");
   run->add_option("--set", arguments->overrides, "override a case key for every case");
+  run->add_option("--jax-version", arguments->jax_version,
+                  "the JAX release the engine models for every case (as --set jax.version=V)")
+      ->check(CLI::IsMember(pmap_engine::jax_release_names()));
   run->add_option("--out", arguments->out, "output folder (default parity-out/cases)");
   add_comparison_options(run, *arguments);
   run->callback([arguments, &exit_status] { exit_status = run_command(*arguments); });

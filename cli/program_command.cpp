@@ -11,6 +11,7 @@
 #include "parity/common/case_spec.h"
 #include "parity/engine_trainer/engine_trainer.h"
 #include "pmap_engine/ops.h"
+#include "scenario_programs.h"
 
 namespace parity::cli {
 
@@ -86,6 +87,7 @@ void register_program_command(CLI::App& app) {
   command->add_option("--set", arguments->overrides, "override a case key: section.key=value");
   command->callback([arguments] {
     const CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
+    const pe::ScopedJaxRelease release = cases::case_jax_release(spec);
     if (spec.model.layers.empty()) {
       print_widths_program(spec);
     } else {

@@ -188,6 +188,7 @@ ProbeResult probe_recompilation(const CaseSpec& spec) {
 }  // namespace
 
 ProbeResult run_probe_program(const CaseSpec& spec) {
+  const pe::ScopedJaxRelease release = case_jax_release(spec);
   const EngineProgram& program = find_engine_program(spec.scenario.engine_program);
   require_program_trains_model(spec, program);
   switch (program.probe) {

@@ -7,6 +7,7 @@
 #include "parity/common/error.h"
 #include "parity/common/init_params.h"
 #include "pmap_engine/collectives.h"
+#include "pmap_engine/jax_release.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/pmap.h"
 
@@ -151,7 +152,12 @@ void require_training_program(const CaseSpec& spec, const EngineProgram& program
       spec.name, program.name, spec.scenario.id.empty() ? std::string("ID") : spec.scenario.id));
 }
 
+pe::ScopedJaxRelease case_jax_release(const CaseSpec& spec) {
+  return pe::ScopedJaxRelease(pe::parse_jax_release(spec.jax.version));
+}
+
 std::optional<std::string> run_error_program(const CaseSpec& spec) {
+  const pe::ScopedJaxRelease release = case_jax_release(spec);
   const EngineProgram& program = find_engine_program(spec.scenario.engine_program);
   require_program_trains_model(spec, program);
   if (program.kind != ProgramKind::kFailsBeforeTraining) {

@@ -51,6 +51,7 @@
 #include "parity/common/case_spec.h"
 #include "parity/common/engine_programs.h"
 #include "parity/common/observed_figures.h"
+#include "pmap_engine/jax_release.h"
 #include "pmap_engine/transforms.h"
 
 namespace parity::cases {
@@ -80,6 +81,10 @@ int64_t processes_reading_everything(const CaseSpec& spec, const EngineProgram& 
 // The step at which the program saves a checkpoint and resumes from it on half the devices
 // (S10), or nullopt. Throws InputError when the case cannot halve its devices.
 std::optional<int64_t> resume_step(const CaseSpec& spec, const EngineProgram& program);
+
+// The JAX release the case names (jax.version), in effect for the engine while the returned
+// guard lives: every command that runs the engine for a case holds one around the run.
+pmap_engine::ScopedJaxRelease case_jax_release(const CaseSpec& spec);
 
 // Error programs (P1, P6, S5, P12) fail before training: runs one step of the case the way the
 // program does and returns the engine's error message, or nullopt when the step ran without one.

@@ -56,6 +56,7 @@ inline const Section kParallel{"parallel", true};
 inline const Section kTrain{"train", true};
 inline const Section kInit{"init", true};
 inline const Section kRng{"rng", true};
+inline const Section kJax{"jax", true};
 inline const Section kCompare{"compare", false};
 inline const Section kScenario{"scenario", false};
 
@@ -129,6 +130,9 @@ inline const Key kRngPerDevice{kRng, "per_device", one_of(kRngDerivations), "", 
 inline const Key kRngDdp{kRng, "ddp", one_of(kRngDdpStreams), "", false};
 inline const Key kRngTorchSeed{kRng, "torch_seed", one_of(kRngTorchSeeds), "", false};
 
+inline const Key kJaxVersion{kJax, "version", one_of(pmap_engine::jax_release_names()),
+                             "the JAX release pmap_engine models", false};
+
 inline const Key kCompareOracle{kCompare, "oracle"};
 inline const Key kCompareTensorRtol{kCompare, "tensor_rtol", in_range(FloatRange::kNonNegative)};
 inline const Key kCompareTensorAtol{kCompare, "tensor_atol", in_range(FloatRange::kNonNegative)};
@@ -199,6 +203,7 @@ void for_each_case_key(Spec& spec, Visit&& visit) {
   visit(kRngPerDevice, spec.rng.per_device);
   visit(kRngDdp, spec.rng.ddp);
   visit(kRngTorchSeed, spec.rng.torch_seed);
+  visit(kJaxVersion, spec.jax.version);
   visit(kCompareOracle, spec.compare.oracle);
   visit(kCompareTensorRtol, spec.compare.tensor_rtol);
   visit(kCompareTensorAtol, spec.compare.tensor_atol);

@@ -17,6 +17,8 @@ RunInfo make_run_info(const CaseSpec& spec, const EngineOptions& options, int64_
   if (options.step.float64) info.dtype = "f64";
   info.processes = processes;
   info.versions["pmap_engine"] = PARITY_VERSION;
+  // The JAX release the engine modelled (jax.version), so that a report names it.
+  info.versions["jax"] = spec.jax.version;
   return info;
 }
 
@@ -25,6 +27,7 @@ RunInfo make_run_info(const CaseSpec& spec, const EngineOptions& options, int64_
 ProducerSummary train(const CaseSpec& spec, const EngineOptions& options,
                       const std::optional<ProcessPlace>& place) {
   const auto run_start = std::chrono::steady_clock::now();
+  const pmap_engine::ScopedJaxRelease release = cases::case_jax_release(spec);
   const EngineProgram& program = find_engine_program(options.step.program);
   cases::require_training_program(spec, program);
   cases::require_program_trains_model(spec, program);

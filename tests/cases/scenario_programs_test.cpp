@@ -183,14 +183,19 @@ TEST(ScenarioPrograms, ErrorProgramsRaiseJaxsErrors) {
   spec.scenario.engine_program = "axis-name-mismatch";
   const std::optional<std::string> unbound = run_error_program(spec);
   ASSERT_TRUE(unbound.has_value());
-  EXPECT_NE(unbound->find("unbound axis name: devices"), std::string::npos) << *unbound;
-  EXPECT_NE(unbound->find("available to collective operations: ['batch']"), std::string::npos)
+  EXPECT_NE(unbound->find("Found an unbound axis name: devices. To fix this, please call psum "
+                          "under `jax.shard_map`."),
+            std::string::npos)
       << *unbound;
+  EXPECT_NE(unbound->find("names bound here are ['batch']"), std::string::npos) << *unbound;
 
   spec.scenario.engine_program = "batch-65-on-8";
   const std::optional<std::string> too_many = run_error_program(spec);
   ASSERT_TRUE(too_many.has_value());
-  EXPECT_NE(too_many->find("requires 65 logical devices, but only 8 XLA devices are available"),
+  EXPECT_NE(too_many->find("One of pjit arguments with pytree key path flat_args[4] was given "
+                           "the sharding NamedSharding(mesh=Mesh('data': 8, axis_types=(Auto,)), "
+                           "spec=P('data',), memory_kind=device) implies that array axis 0 is "
+                           "partitioned 8 times, but the dimension size is 65"),
             std::string::npos)
       << *too_many;
 
@@ -206,15 +211,48 @@ TEST(ScenarioPrograms, ErrorProgramsRaiseJaxsErrors) {
   spec.scenario.engine_program = "jit-params-sharded";
   const std::optional<std::string> indivisible = run_error_program(spec);
   ASSERT_TRUE(indivisible.has_value());
-  EXPECT_NE(indivisible->find("pytree key path args[0].dense1.bias was given the sharding of "
-                              "NamedSharding(mesh=Mesh('data': 8), spec=PartitionSpec('data',)) "
-                              "implies that array axis 0 is partitioned 8 times"),
+  EXPECT_NE(indivisible->find("pytree key path args[0].dense1.bias was given the sharding "
+                              "NamedSharding(mesh=Mesh('data': 8, axis_types=(Auto,)), "
+                              "spec=P('data',), memory_kind=device) implies that array axis 0 "
+                              "is partitioned 8 times"),
             std::string::npos)
       << *indivisible;
 
   // A training program is refused by the trainer's error path, and not an error program here.
   spec.scenario.engine_program = "pmean";
   EXPECT_THROW(run_error_program(spec), InternalError);
+}
+
+TEST(ScenarioPrograms, ErrorProgramsRaiseTheTextOfTheCasesJaxRelease) {
+  // Case key jax.version: P1's program at jax-v0.4.38 raises the bare NameError of
+  // jax/_src/lax/parallel.py _check_axis_names, at the default (jax-v0.11.0) the long one.
+  CaseSpec spec = one_step_case();
+  spec.scenario.engine_program = "axis-name-mismatch";
+  spec.jax.version = "0.4.38";
+  const std::optional<std::string> old_text = run_error_program(spec);
+  ASSERT_TRUE(old_text.has_value());
+  EXPECT_EQ(old_text->rfind("pmean: unbound axis name: devices (pmap_engine:", 0), 0) << *old_text;
+  EXPECT_EQ(pmap_engine::jax_release(), pmap_engine::kDefaultJaxRelease);  // restored after
+
+  spec.jax.version = "0.11.0";
+  const std::optional<std::string> new_text = run_error_program(spec);
+  ASSERT_TRUE(new_text.has_value());
+  EXPECT_EQ(new_text->rfind("pmean: Found an unbound axis name: devices. To fix this, please "
+                            "call psum under `jax.shard_map`.",
+                            0),
+            0)
+      << *new_text;
+
+  // P6 at jax-v0.4.38: jax/_src/interpreters/pxla.py UnloadedPmapExecutable.from_hlo.
+  spec.scenario.engine_program = "batch-65-on-8";
+  spec.jax.version = "0.4.38";
+  const std::optional<std::string> too_many = run_error_program(spec);
+  ASSERT_TRUE(too_many.has_value());
+  EXPECT_EQ(too_many->rfind("compiling computation that requires 65 logical devices, but only 8 "
+                            "XLA devices are available (num_replicas=65)",
+                            0),
+            0)
+      << *too_many;
 }
 
 TEST(ScenarioPrograms, ProbesSeeWhatJaxDoes) {

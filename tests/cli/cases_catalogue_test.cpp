@@ -39,6 +39,28 @@ TEST(CasesCatalogue, EveryItemOfThePitfallsListHasExactlyOneCase) {
   EXPECT_EQ(cases_per_item.size(), kItems.size());
 }
 
+// --jax-version reaches the error programs: P1 at jax-v0.4.38 raises that tag's bare NameError
+// (jax/_src/lax/parallel.py _check_axis_names), not the case's jax-v0.11.0 text, so it is not
+// as expected; the default raises what the case expects.
+TEST(CasesCatalogue, JaxVersionReachesTheErrorPrograms) {
+  testing::TempDir out;
+  const std::string command =
+      fmt::format("{} cases run P1 --out {}", kParity, shell_quote(out.path().string()));
+  const auto documents_era = run_command(command + " --jax-version 0.4.38", 300);
+  EXPECT_EQ(documents_era.exit_code, 1) << documents_era.output;
+  const nlohmann::json catalogue =
+      nlohmann::json::parse(testing::read_bytes(out.path("catalogue/catalogue.json")));
+  const std::string observed = catalogue.at("entries").at(0).at("observed");
+  EXPECT_THAT(observed, HasSubstr("pmean: unbound axis name: devices (pmap_engine:"));
+
+  const auto pinned = run_command(command, 300);
+  EXPECT_EQ(pinned.exit_code, 0) << pinned.output;
+
+  const auto unknown = run_command(command + " --jax-version 0.5.0", 60);
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_THAT(unknown.output, HasSubstr("0.11.0"));
+}
+
 TEST(CasesCatalogue, RunAllBehavesAsEachCaseExpectsAndWritesTheCatalogue) {
   testing::TempDir out;
   const auto run = run_command(

@@ -242,6 +242,26 @@ TEST(CaseSpec, CaseFromTextReadsTheCanonicalTomlBack) {
   }
 }
 
+// jax.version: the JAX release the engine models (pmap_engine/jax_release.h). Left out of the
+// canonical text at its default, so that every case written before it keeps its hash.
+TEST(CaseSpec, JaxVersionIsOutOfTheHashAtItsDefaultAndChecked) {
+  const CaseSpec base = load_case("p1-axis-name-mismatch");
+  EXPECT_EQ(base.jax.version, "0.11.0");
+  EXPECT_EQ(base.to_toml().find("[jax]"), std::string::npos);
+  EXPECT_EQ(load_case("p1-axis-name-mismatch", {"jax.version=\"0.11.0\""}).hash(), base.hash());
+
+  const CaseSpec documents_era = load_case("p1-axis-name-mismatch", {"jax.version=0.4.38"});
+  EXPECT_EQ(documents_era.jax.version, "0.4.38");
+  EXPECT_NE(documents_era.to_toml().find("[jax]\nversion = \"0.4.38\"\n"), std::string::npos);
+  EXPECT_NE(documents_era.hash(), base.hash());
+  EXPECT_EQ(case_from_text(documents_era.to_toml(), "run/run.json (case.toml)").jax.version,
+            "0.4.38");
+
+  EXPECT_EQ(load_error("p1-axis-name-mismatch", {"jax.version=0.5.0"}),
+            "--set jax.version=0.5.0: jax.version: expected one of 0.11.0, 0.4.38, found "
+            "'0.5.0'; did you mean '0.11.0'?");
+}
+
 TEST(CaseSpec, CanonicalTomlPrintsEveryKeyInFixedOrder) {
   const std::string text = load_case("mlp2-fmnist").to_toml();
   const std::vector<std::string> in_order = {
@@ -484,7 +504,7 @@ TEST(CaseSpec, UnknownSectionNamesPositionAndSuggests) {
   const std::string far = dir.write("u", "[model]\nwidths = [784, 10]\n[xyz]\n");
   EXPECT_EQ(load_error(far), "unknown section [xyz] at " + far +
                                  ":3:2; the sections are [case], [model], [data], [parallel], "
-                                 "[train], [init], [rng], [compare], [scenario]");
+                                 "[train], [init], [rng], [jax], [compare], [scenario]");
 }
 
 TEST(CaseSpec, WrongTypeNamesPosition) {

@@ -457,7 +457,7 @@ TEST(CollectivesTrace, UnboundAxisNameNamesTheAxisAndTheBoundOnes) {
   };
   for (const auto& use : uses) {
     expect_error_mentions(
-        use, {"unbound axis name: devices", "['batch']", "available to collective operations"});
+        use, {"unbound axis name: devices", "names bound here are ['batch']"});
   }
   EXPECT_THAT(error_of([&] { psum(x, "devices"); }), HasSubstr("psum: "));
   EXPECT_THAT(error_of([&] { all_gather(x, "devices"); }), HasSubstr("all_gather: "));
@@ -750,7 +750,7 @@ TEST(CollectivesPmap, UnboundAxisNameIsPitfallP1) {
            on_devices(4, "batch"));
   expect_error_mentions(
       [&] { f({device_rows(4, 2)}); },
-      {"psum: unbound axis name: devices", "['batch']", "available to collective operations"});
+      {"psum: Found an unbound axis name: devices", "names bound here are ['batch']"});
 }
 
 TEST(CollectivesPmap, PsumIsBitwiseReproducibleAndInDeviceOrder) {

@@ -1,8 +1,9 @@
 // jit with in_shardings (NamedSharding over a Mesh): the checks jax/_src/pjit.py makes before
 // tracing, with its error texts, and the values of the unsharded function when they pass.
-// Expected texts are JAX's (jax-ml/jax cec06d1): api_util.py flatten_axis_resources,
-// named_sharding.py check_compatible_aval, sharding.py _common_shard_shape via pjit.py
-// pjit_check_aval_sharding.
+// Expected texts are JAX's at jax-v0.11.0, the release the engine models by default:
+// api_util.py flatten_axis_resources, named_sharding.py check_compatible_aval and
+// NamedSharding.__repr__, sharding.py _common_shard_shape via pjit.py pjit_check_aval_sharding
+// (jax_release_test.cpp has jax-v0.4.38's).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -63,10 +64,11 @@ TEST(JitShardings, ALeafThatDoesNotDivideOverTheMeshIsRefusedWithItsPath) {
   // params.b has 10 elements: P('data') over 8 devices cannot split it.
   const Jitted f = with_shardings({sharded(), sharded()});
   EXPECT_EQ(error_of(f, {params(10), full({16, 4}, 1.0, DType::f32)}),
-            "One of pjit arguments with pytree key path args[0].b was given the sharding of "
-            "NamedSharding(mesh=Mesh('data': 8), spec=PartitionSpec('data',)) implies that "
-            "array axis 0 is partitioned 8 times, but the dimension size is 10 (full shape: "
-            "(10,), per-dimension tiling factors: (8,) should evenly divide the shape)");
+            "One of pjit arguments with pytree key path args[0].b was given the sharding "
+            "NamedSharding(mesh=Mesh('data': 8, axis_types=(Auto,)), spec=P('data',), "
+            "memory_kind=device) implies that array axis 0 is partitioned 8 times, but the "
+            "dimension size is 10 (full shape: (10,), per-dimension tiling factors: (8,) should "
+            "evenly divide the shape).");
 }
 
 TEST(JitShardings, AScalarWithASplitSpecIsRefusedWithTheHintForScalars) {
@@ -75,10 +77,11 @@ TEST(JitShardings, AScalarWithASplitSpecIsRefusedWithTheHintForScalars) {
   const Jitted f = jit([](const std::vector<Tree>& args) { return args[0]; }, options, "id");
   EXPECT_THAT(error_of(f, {Tree::tuple({Array::scalar(3)})}),
               HasSubstr("One of pjit arguments with pytree key path args[0][0] is incompatible "
-                        "with its sharding annotation NamedSharding(mesh=Mesh('data': 8), "
-                        "spec=PartitionSpec('data',)): Sharding NamedSharding(mesh=Mesh('data': "
-                        "8), spec=PartitionSpec('data',)) is only valid for values of rank at "
-                        "least 1, but was applied to a value of rank 0. For scalars the "
+                        "with its sharding annotation NamedSharding(mesh=Mesh('data': 8, "
+                        "axis_types=(Auto,)), spec=P('data',), memory_kind=device): Sharding "
+                        "NamedSharding(mesh=Mesh('data': 8, axis_types=(Auto,)), "
+                        "spec=P('data',), memory_kind=device) is only valid for values of rank "
+                        "at least 1, but was applied to a value of rank 0. For scalars the "
                         "PartitionSpec should be P()"));
 }
 

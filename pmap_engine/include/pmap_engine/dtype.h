@@ -19,6 +19,7 @@ bool is_floating(DType dtype);
 
 size_t shape_num_elements(const Shape& shape);
 std::string shape_to_string(const Shape& shape);       // "[784,256]"
+std::string python_tuple(const Shape& values);         // "(784, 256)", "(10,)", "()" as JAX prints
 std::string type_to_string(DType dtype, const Shape& shape);  // "f32[784,256]"
 
 // bf16 and f16 are stored as 16-bit patterns and computed in f32 (round to nearest even).

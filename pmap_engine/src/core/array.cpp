@@ -158,8 +158,10 @@ const Buffer& Array::buffer(const char* what) const {
                       "jitted function (donate_argnums). Use the function's result instead.");
   }
   if (is_traced()) {
+    // JAX's ConcretizationTypeError opens with the same words at both tags (jax-v0.4.38 and
+    // jax-v0.11.0 jax/_src/errors.py ConcretizationTypeError.__init__).
     throw EngineError(
-        std::string("Abstract tracer value encountered where a concrete value is expected: ") +
+        std::string("Abstract tracer value encountered where concrete value is expected: ") +
         what + " needs the value of a traced array " + type_to_string(dtype(), shape()) +
         ". Inside jit or value_and_grad, arrays are tracers: they have a shape and a dtype but "
         "no value until the program runs. To look at a value, use pmap_engine::debug_print; to "

@@ -39,6 +39,15 @@ size_t shape_num_elements(const Shape& shape) {
   return count;
 }
 
+// A Python tuple's repr: "(10,)", "(784, 256)", "()".
+std::string python_tuple(const Shape& values) {
+  std::ostringstream out;
+  out << "(";
+  for (size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
+  out << (values.size() == 1 ? ",)" : ")");
+  return out.str();
+}
+
 std::string shape_to_string(const Shape& shape) {
   std::ostringstream out;
   out << "[";

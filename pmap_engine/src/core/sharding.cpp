@@ -2,19 +2,9 @@
 
 #include <sstream>
 
+#include "pmap_engine/jax_release.h"
+
 namespace pmap_engine {
-namespace {
-
-// A Python tuple's repr: "(10,)", "(784, 256)", "()".
-std::string python_tuple(const std::vector<int64_t>& values) {
-  std::ostringstream out;
-  out << "(";
-  for (size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
-  out << (values.size() == 1 ? ",)" : ")");
-  return out.str();
-}
-
-}  // namespace
 
 NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec)
     : mesh_(std::move(mesh)), spec_(std::move(spec)) {
@@ -23,13 +13,39 @@ NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec)
   }
 }
 
+// NamedSharding's repr, on the CPU devices the engine models.
+//
+// jax-v0.4.38 jax/_src/sharding_impls.py NamedSharding.__repr__: the mesh as
+// "Mesh('data': 8)" from its shape, the spec as jax/_src/partition_spec.py
+// PartitionSpec.__repr__ ("PartitionSpec('data',)"), then memory_kind, which the C++
+// constructor canonicalizes to the devices' default: "unpinned_host" on CPU
+// (tests/memories_test.py ShardingMemoriesTest.setUp at that tag).
+//
+// jax-v0.11.0 jax/_src/named_sharding.py NamedSharding.__repr__: str(mesh), jax/_src/mesh.py
+// Mesh.__str__ ("Mesh('data': 8, axis_types=(Auto,))", Auto being the default of
+// _normalize_axis_types), the spec as jax/_src/partition_spec.py PartitionSpec.__repr__
+// ("P('data',)"), and memory_kind=device (jaxlib/sharding.cc CheckAndCanonicalizeMemoryKind;
+// tests/memories_test.py expects "device" on every platform at that tag).
 std::string NamedSharding::to_string() const {
-  return "NamedSharding(mesh=" + mesh_.to_string() + ", spec=" + spec_.to_string() + ")";
+  const std::string spec = spec_.to_string();  // "PartitionSpec('data',)"
+  if (jax_release() == JaxRelease::kV0_4_38) {
+    return "NamedSharding(mesh=" + mesh_.to_string() + ", spec=" + spec +
+           ", memory_kind=unpinned_host)";
+  }
+  std::string mesh = mesh_.to_string();  // "Mesh('data': 8)"
+  mesh.pop_back();
+  mesh += ", axis_types=(";
+  for (size_t i = 0; i < mesh_.axes().size(); ++i) mesh += i ? ", Auto" : "Auto";
+  mesh += mesh_.axes().size() == 1 ? ",))" : "))";
+  const std::string short_spec = "P" + spec.substr(std::string("PartitionSpec").size());
+  return "NamedSharding(mesh=" + mesh + ", spec=" + short_spec + ", memory_kind=device)";
 }
 
 void NamedSharding::check_leaf(const Shape& shape, const std::string& what) const {
   const std::vector<PartitionSpec::Entry>& entries = spec_.entries();
-  // jax/_src/named_sharding.py, NamedSharding.check_compatible_aval.
+  // jax/_src/pjit.py pjit_check_aval_sharding wraps NamedSharding.check_compatible_aval's
+  // ValueError, the same text at both tags (jax-v0.4.38 jax/_src/sharding_impls.py,
+  // jax-v0.11.0 jax/_src/named_sharding.py).
   if (shape.size() < entries.size()) {
     throw EngineError("One of " + what + " is incompatible with its sharding annotation " +
                       to_string() + ": Sharding " + to_string() +
@@ -38,7 +54,7 @@ void NamedSharding::check_leaf(const Shape& shape, const std::string& what) cons
                       std::to_string(shape.size()) + "." +
                       (shape.empty() ? " For scalars the PartitionSpec should be P()" : ""));
   }
-  // jax/_src/sharding.py, _common_shard_shape: the per-dimension tiling factors.
+  // The per-dimension tiling factors (jax/_src/sharding.py _common_shard_shape's partitions).
   std::vector<int64_t> factors(shape.size(), 1);
   for (size_t d = 0; d < entries.size(); ++d) {
     for (const std::string& axis : entries[d]) {
@@ -47,12 +63,23 @@ void NamedSharding::check_leaf(const Shape& shape, const std::string& what) cons
   }
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] % factors[d] == 0) continue;
-    throw EngineError("One of " + what + " was given the sharding of " + to_string() +
+    if (jax_release() == JaxRelease::kV0_4_38) {
+      // jax-v0.4.38 jax/_src/pjit.py pjit_check_aval_sharding: its own ValueError.
+      throw EngineError("One of " + what + " was given the sharding of " + to_string() +
+                        ", which implies that the global size of its dimension " +
+                        std::to_string(d) + " should be divisible by " +
+                        std::to_string(factors[d]) + ", but it is equal to " +
+                        std::to_string(shape[d]) + " (full shape: " + python_tuple(shape) + ")");
+    }
+    // jax-v0.11.0 jax/_src/pjit.py pjit_check_aval_sharding re-raises the IndivisibleError of
+    // jax/_src/sharding.py _common_shard_shape after "was given the sharding ", then adds the
+    // Python source line ("This error occurs at source: ..."), which the engine has none of.
+    throw EngineError("One of " + what + " was given the sharding " + to_string() +
                       " implies that array axis " + std::to_string(d) + " is partitioned " +
                       std::to_string(factors[d]) + " times, but the dimension size is " +
                       std::to_string(shape[d]) + " (full shape: " + python_tuple(shape) +
                       ", per-dimension tiling factors: " + python_tuple(factors) +
-                      " should evenly divide the shape)");
+                      " should evenly divide the shape).");
   }
 }
 

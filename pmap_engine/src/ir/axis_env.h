@@ -1,6 +1,6 @@
 // The named axes bound by enclosing maps (pmap's axis_name) while a function is traced.
 // Collectives look their axis up here; an axis name no map bound is JAX's "unbound axis name"
-// error (pitfall P1).
+// error (pitfall P1), in the words of the release in effect (jax_release.h).
 #pragma once
 
 #include <cstdint>
@@ -26,9 +26,9 @@ class ScopedAxis {
   ScopedAxis& operator=(const ScopedAxis&) = delete;
 };
 
-// The innermost frame binding `name`; throws EngineError in JAX's words when none does:
-// "unbound axis name: X. The following axis names (e.g. defined by pmap) are available to
-// collective operations: [...]", plus the fix.
+// The innermost frame binding `name`; throws EngineError in JAX's words when none does
+// ("Found an unbound axis name: X. To fix this, please call psum under `jax.shard_map`." at
+// 0.11.0, "unbound axis name: X" at 0.4.38), then the names bound here and the fix.
 const AxisFrame& find_axis(const std::string& name, const char* op);
 std::vector<std::string> bound_axis_names();
 // Every frame bound on this thread, outermost first.

@@ -767,7 +767,8 @@ std::vector<Array> psum_vjp(const ir::VjpArgs& args) {
 }
 
 // pmax_p / pmin_p register no JVP or transpose in jax/_src/lax/parallel.py, so JAX raises
-// NotImplementedError("Differentiation rule for 'pmax' not implemented").
+// NotImplementedError("Differentiation rule for 'pmax' not implemented"), the same text at both
+// tags (jax-v0.4.38 and jax-v0.11.0 jax/_src/interpreters/ad.py JVPTrace.process_primitive).
 Vjp no_differentiation_rule(const std::string& name) {
   return [name](const ir::VjpArgs&) -> std::vector<Array> {
     throw EngineError("Differentiation rule for '" + name +

@@ -412,6 +412,8 @@ Array matmul(const Array& a_in, const Array& b_in) {
   const int64_t a_contracting_size = a.shape().back();
   const int64_t b_contracting_size = b.shape()[static_cast<size_t>(b.ndim() - (b_is_mat ? 2 : 1))];
   if (a_contracting_size != b_contracting_size) {
+    // The same TypeError at both tags: jax-v0.4.38 and jax-v0.11.0 jax/_src/lax/lax.py
+    // _dot_general_shape_rule.
     throw EngineError(
         "matmul: dot_general requires contracting dimensions to have the same "
         "shape, got (" +

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "ir/trace.h"
+#include "pmap_engine/jax_release.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/transforms.h"
 #include "runtime/executor.h"
@@ -27,6 +28,25 @@ bool disabled_by_environment() {
   return disabled;
 }
 
+// flatten_axis_resources's tree-prefix error for in_shardings with `given` entries for `args`
+// positional arguments. The "But ... is the wrong length" sentence is the same at both tags;
+// the lead differs:
+//   jax-v0.4.38 jax/_src/pjit.py flatten_axis_resources
+//   jax-v0.11.0 jax/_src/api_util.py flatten_axis_resources
+std::string wrong_length_text(size_t given, size_t args) {
+  const std::string lead =
+      jax_release() == JaxRelease::kV0_4_38
+          ? "pjit in_shardings specification must be a tree prefix of the positional "
+            "arguments tuple passed to the `pjit`-decorated function. In particular, pjit "
+            "in_shardings must either be a None, a PartitionSpec, or a tuple of length equal "
+            "to the number of positional arguments."
+          : "pjit in_shardings specification must be a tree prefix of the positional "
+            "arguments tuple. In particular, pjit in_shardings must either be a Sharding, a "
+            "PartitionSpec, or a tuple of length equal to the number of positional arguments.";
+  return lead + " But pjit in_shardings is the wrong length: got a tuple or list of length " +
+         std::to_string(given) + " for an args tuple of length " + std::to_string(args) + ".";
+}
+
 }  // namespace
 
 struct Jitted::State {
@@ -39,9 +59,9 @@ struct Jitted::State {
 
   bool is_static(size_t argnum) const { return options.static_argnums.count(argnum) > 0; }
 
-  // jax/_src/pjit.py _process_in_axis_resources: flatten_axis_resources (api_util.py) refuses
-  // a tuple that is not as long as the arguments, then pjit_check_aval_sharding checks every
-  // leaf, in flatten order.
+  // jax/_src/pjit.py _process_in_axis_resources: flatten_axis_resources refuses a tuple that
+  // is not as long as the arguments, then pjit_check_aval_sharding checks every leaf, in
+  // flatten order.
   void check_in_shardings(const std::vector<Tree>& args) const {
     const std::vector<NamedSharding>& shardings = *options.in_shardings;
     std::vector<size_t> dynamic;
@@ -49,13 +69,7 @@ struct Jitted::State {
       if (!is_static(a)) dynamic.push_back(a);
     }
     if (shardings.size() != dynamic.size()) {
-      throw EngineError(
-          "pjit in_shardings specification must be a tree prefix of the positional arguments "
-          "tuple. In particular, pjit in_shardings must either be a Sharding, a PartitionSpec, "
-          "or a tuple of length equal to the number of positional arguments. But pjit "
-          "in_shardings is the wrong length: got a tuple or list of length " +
-          std::to_string(shardings.size()) + " for an args tuple of length " +
-          std::to_string(dynamic.size()) + ".");
+      throw EngineError(wrong_length_text(shardings.size(), dynamic.size()));
     }
     for (size_t i = 0; i < dynamic.size(); ++i) {
       const Tree& arg = args[dynamic[i]];

@@ -12,6 +12,8 @@
 #include <sstream>
 
 #include "pmap_engine/distributed.h"
+#include "pmap_engine/jax_release.h"
+#include "pmap_engine/sharding.h"
 #include "runtime/mapped_call.h"
 
 namespace pmap_engine {
@@ -32,8 +34,10 @@ int64_t normalised_in_axis(int64_t axis, const Array& leaf, size_t argnum,
   const int64_t rank = leaf.ndim();
   const int64_t normalised = axis < 0 ? axis + rank : axis;
   if (normalised < 0 || normalised >= rank) {
-    // jax/_src/api.py (_mapped_axis_size): "pmap was requested to map its argument along axis
-    // {axis}, which implies that its rank should be at least {axis + 1}, but is only {rank}".
+    // jax-v0.4.38 jax/_src/api.py _mapped_axis_size: "pmap was requested to map its argument
+    // along axis {axis}, which implies that its rank should be at least {axis + 1}, but is only
+    // {rank}". At jax-v0.11.0 pmap no longer calls it (jax/_src/pmap.py _mapped_axis_size reads
+    // the first mapped argument's shape only); the engine keeps this check in both modes.
     throw EngineError("pmap was requested to map its argument along axis " + std::to_string(axis) +
                       ", which implies that its rank should be at least " +
                       std::to_string(axis < 0 ? -axis : axis + 1) + ", but is only " +
@@ -93,31 +97,77 @@ struct Pmapped::State {
       }
     }
     if (!size) {
-      // jax/_src/pmap.py (_mapped_axis_size).
-      throw EngineError(
-          "pmap requires at least one argument with a mapped axis (in_axes not "
-          "all None)");
+      // jax-v0.4.38 jax/_src/api.py _mapped_axis_size;
+      // jax-v0.11.0 jax/_src/pmap.py _mapped_axis_size.
+      throw EngineError(jax_release() == JaxRelease::kV0_4_38
+                            ? "pmap must have at least one non-None value in in_axes"
+                            : "pmap requires at least one argument with a mapped axis.");
     }
     if (!consistent) {
-      // jax/_src/api.py (_mapped_axis_size): "pmap got inconsistent sizes for array axes to be
-      // mapped:" followed by one line per argument.
+      // jax-v0.4.38 jax/_src/api.py _mapped_axis_size: "pmap got inconsistent sizes for array
+      // axes to be mapped:" followed by one line per argument (the engine's lines, not JAX's).
+      // At jax-v0.11.0 pmap takes the first mapped argument's size and the others fail jit's or
+      // shard_map's checks; the engine keeps this check in both modes.
       std::ostringstream out;
       out << "pmap got inconsistent sizes for array axes to be mapped:\n";
       for (const auto& line : lines) out << line << "\n";
       throw EngineError(out.str());
     }
-    if (*size > devices.size()) {
-      // jax/_src/interpreters/pxla.py: "compiling computation that requires N logical devices,
-      // but only M XLA devices are available (num_replicas=N)".
-      throw EngineError(
-          "compiling computation that requires " + std::to_string(*size) +
-          " logical devices, but only " + std::to_string(devices.size()) +
-          " XLA devices are available (num_replicas=" + std::to_string(*size) +
-          "). pmap maps the leading axis onto devices: reshape the global batch to "
-          "(devices, per_device_batch, ...), so its length must be a multiple of the device "
-          "count (PyTorch's DistributedSampler pads instead; pitfall P6)");
-    }
+    if (*size > devices.size()) refuse_more_than_devices(args, axes, *size);
     return *size;
+  }
+
+  // A mapped axis longer than the device count (pitfall P6: 65 on 8).
+  //
+  // jax-v0.4.38: pmap compiles for `size` devices and jax/_src/interpreters/pxla.py
+  // UnloadedPmapExecutable.from_hlo refuses more than there are.
+  //
+  // jax-v0.11.0: jax/_src/pmap.py _get_mesh_devices slices the devices to [:size], so the mesh
+  // is all 8 of them; _cached_shard_map jits the shard_map with in_shardings
+  // NamedSharding(mesh, P(None, ..., axis_name)), and jit's pjit_check_aval_sharding
+  // (jax/_src/pjit.py) refuses the first flat argument whose mapped axis 8 does not divide,
+  // naming it by _fun's parameter (`flat_args[k]`, jax/_src/api_util.py
+  // _non_static_arg_names). When 8 divides them all (64 on 8), each device's block keeps
+  // size/8 rows and _fun's lax.squeeze of the mapped axis fails (jax/_src/lax/lax.py
+  // _compute_squeeze_shape), on the first mapped flat argument.
+  [[noreturn]] void refuse_more_than_devices(
+      const std::vector<Tree>& args, const std::vector<std::vector<std::optional<int64_t>>>& axes,
+      int64_t size) const {
+    const std::string hint =
+        " (pmap_engine: pmap maps the leading axis onto devices: reshape the global batch to "
+        "(devices, per_device_batch, ...), so its length must be a multiple of the device "
+        "count; PyTorch's DistributedSampler pads instead; pitfall P6)";
+    const int64_t count = devices.size();
+    if (jax_release() == JaxRelease::kV0_4_38) {
+      throw EngineError("compiling computation that requires " + std::to_string(size) +
+                        " logical devices, but only " + std::to_string(count) +
+                        " XLA devices are available (num_replicas=" + std::to_string(size) +
+                        ")" + hint);
+    }
+    const Mesh all_devices(devices, {{options.axis_name, count}});
+    std::optional<std::pair<Shape, int64_t>> first_mapped;  // its shape and mapped axis
+    size_t flat_index = 0;
+    for (size_t a = 0; a < args.size(); ++a) {
+      const std::vector<Array> leaves = args[a].leaves();
+      for (size_t i = 0; i < axes[a].size(); ++i, ++flat_index) {
+        if (!axes[a][i]) continue;
+        const Shape& shape = leaves[i].shape();
+        if (!first_mapped) first_mapped = {{shape, *axes[a][i]}};
+        try {
+          NamedSharding(all_devices, mapped_sharding(options.axis_name, axes[a][i]).spec)
+              .check_leaf(shape, "pjit arguments with pytree key path flat_args[" +
+                                     std::to_string(flat_index) + "]");
+        } catch (const EngineError& error) {
+          throw EngineError(error.what() + hint);
+        }
+      }
+    }
+    Shape block = first_mapped->first;
+    const auto axis = static_cast<size_t>(first_mapped->second);
+    block[axis] /= count;
+    throw EngineError(
+        "cannot select an axis to squeeze out which has size not equal to one, got shape=" +
+        python_tuple(block) + " and dimensions=(" + std::to_string(axis) + ",)" + hint);
   }
 
   runtime::InShardings in_shardings(

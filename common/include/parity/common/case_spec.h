@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "parity/common/model_layers.h"
+#include "pmap_engine/jax_release.h"
 
 namespace parity {
 
@@ -82,6 +83,12 @@ struct RngSpec {
   std::string torch_seed = "seed+rank";
 };
 
+// The JAX release pmap_engine models for this case (pmap_engine/jax_release.h): where releases
+// differ in an error text or a behaviour, the engine follows this one. Part of what is run.
+struct JaxSpec {
+  std::string version = pmap_engine::to_string(pmap_engine::kDefaultJaxRelease);
+};
+
 // How `parity run` judges the case; not part of what is trained (CaseSpec::hash() leaves it out).
 // The case's seeds, the keys a seed set's runs may differ in (parity run --seeds).
 inline const std::vector<std::string> kCaseSeedKeys = {"rng.seed", "data.seed", "init.seed"};
@@ -148,6 +155,7 @@ struct CaseSpec {
   TrainSpec train;
   InitSpec init;
   RngSpec rng;
+  JaxSpec jax;
   CompareSpec compare;
   ScenarioSpec scenario;
 
