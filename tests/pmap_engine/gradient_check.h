@@ -20,26 +20,15 @@ inline double evaluate(const ScalarFunction& fn, const std::vector<Array>& input
   return fn(inputs).item();
 }
 
+// `analytic` (one gradient per input) against central finite differences of `fn` at `inputs`.
 // `inputs` must be f64 arrays; `fn` must return a 0-d array.
-inline void expect_gradients_match_finite_differences(const ScalarFunction& fn,
-                                                      const std::vector<Array>& inputs,
-                                                      double tolerance = 1e-6) {
-  std::vector<size_t> argnums;
-  std::vector<Tree> args;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    argnums.push_back(i);
-    args.emplace_back(inputs[i]);
-  }
-  TreeFunction as_tree = [&](const std::vector<Tree>& tree_args) {
-    std::vector<Array> arrays;
-    for (const auto& arg : tree_args) arrays.push_back(arg.leaf());
-    return Tree(fn(arrays));
-  };
-  Tree result = value_and_grad(as_tree, argnums)(args);
-  const Tree& grads = result[1];
+inline void expect_matches_finite_differences(const ScalarFunction& fn,
+                                              const std::vector<Array>& inputs,
+                                              const std::vector<Array>& analytic_grads,
+                                              double tolerance = 1e-6) {
   const double h = 1e-6;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    std::vector<double> analytic = (inputs.size() == 1 ? grads : grads[i]).leaf().to_doubles();
+    std::vector<double> analytic = analytic_grads[i].to_doubles();
     std::vector<double> values = inputs[i].to_doubles();
     ASSERT_EQ(analytic.size(), values.size()) << "input " << i;
     double scale = 1.0;
@@ -57,6 +46,30 @@ inline void expect_gradients_match_finite_differences(const ScalarFunction& fn,
           << "d/d input " << i << " element " << j;
     }
   }
+}
+
+// value_and_grad of `fn` against finite differences.
+inline void expect_gradients_match_finite_differences(const ScalarFunction& fn,
+                                                      const std::vector<Array>& inputs,
+                                                      double tolerance = 1e-6) {
+  std::vector<size_t> argnums;
+  std::vector<Tree> args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    argnums.push_back(i);
+    args.emplace_back(inputs[i]);
+  }
+  TreeFunction as_tree = [&](const std::vector<Tree>& tree_args) {
+    std::vector<Array> arrays;
+    for (const auto& arg : tree_args) arrays.push_back(arg.leaf());
+    return Tree(fn(arrays));
+  };
+  Tree result = value_and_grad(as_tree, argnums)(args);
+  const Tree& grads = result[1];
+  std::vector<Array> analytic;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    analytic.push_back((inputs.size() == 1 ? grads : grads[i]).leaf());
+  }
+  expect_matches_finite_differences(fn, inputs, analytic, tolerance);
 }
 
 }  // namespace pmap_engine::testing

@@ -182,8 +182,9 @@ TEST(ShardMap, IndivisibleDimensionIsJaxsError) {
           HasSubstr("mesh axis 'z' is not an axis of Mesh('x': 2, 'y': 4)")));
 }
 
-TEST(ShardMap, GradIsRefusedUnderCheckVmaAndIsPmapsWithoutIt) {
-  // loss = psum(sum(w * x), 'x') on a 1-D mesh of 4; w replicated (P()), x split.
+TEST(ShardMap, GradOfPsumdLossFollowsCheckVma) {
+  // loss = psum(sum(w * x), 'x') on a 1-D mesh of 4; w replicated (P()), x split. Device d
+  // holds x[2d:2d+2] = (2d, 2d+1). (shard_map_vma_grad_test.cpp checks these rules in depth.)
   const Mesh mesh(DeviceSet(4), {{"x", 4}});
   TreeFunction loss = [](const std::vector<Tree>& args) {
     return Tree(psum(sum(args[0].leaf() * args[1].leaf()), "x"));
@@ -200,15 +201,13 @@ TEST(ShardMap, GradIsRefusedUnderCheckVmaAndIsPmapsWithoutIt) {
   };
   const Array w = Array::from_floats({2}, {1, 1});
   const Array x = Array::from_floats({8}, iota(8));
-  EXPECT_THAT(
-      [&] {
-        grad_step(true)({w, x});
-      },
-      ::testing::ThrowsMessage<EngineError>(
-          HasSubstr("grad inside shard_map(check_vma=True) over mesh axis 'x'")));
+  // check_vma=True (JAX's default): psum's transpose is pvary, w's implicit pvary transposes to
+  // a psum, so every device gets the sum of the devices' x_d: (0+2+4+6, 1+3+5+7).
+  EXPECT_EQ(grad_step(true)({w, x}).leaf().to_floats(),
+            (std::vector<float>{12, 16, 12, 16, 12, 16, 12, 16}));
   // check_vma=False follows pmap: psum's transpose is psum, so the loss's cotangent 1 becomes
-  // psum(1) = 4 on every device and device d's gradient with respect to w is 4 * x_d. Device d
-  // holds x[2d:2d+2] = (2d, 2d+1), so its gradient is (8d, 8d + 4).
+  // psum(1) = 4 on every device and device d's gradient with respect to w is 4 * x_d =
+  // (8d, 8d + 4).
   const std::vector<float> grads = grad_step(false)({w, x}).leaf().to_floats();
   EXPECT_EQ(grads, (std::vector<float>{0, 4, 8, 12, 16, 20, 24, 28}));
 }

@@ -7,18 +7,15 @@
 // (axis_name,)), in_specs from in_axes, check_vma=False); pmap.cpp builds on the same mapped
 // call (runtime/mapped_call.h).
 //
-// Replication (check_vma, JAX's default True): an out_spec that leaves a mesh axis out says the
-// output is the same on every device along it. The engine proves that statically from the
-// program, as JAX's varying-manual-axes inference does: a value varies along an axis when it
-// derives from an input split over it, from axis_index, ppermute or psum_scatter over it;
-// psum/pmax/pmin/all_gather over the axis make it invariant again. An output that varies along
-// an axis its out_spec omits raises JAX's error.
-//
-// One difference from JAX, refused rather than modelled: with check_vma=True JAX transposes
-// psum into pvary (no sum: the gradient of a psum'd loss is the local gradient) and pvary into
-// psum. The engine's autodiff follows pmap's rules (psum transposes to psum), so differentiating
-// through a collective under check_vma=True raises an error asking for check_vma=false, whose
-// semantics pmap has and the engine models exactly.
+// Replication and autodiff (check_vma, JAX's default True): every traced value carries the mesh
+// axes it varies along, JAX's varying-manual-axes type (ir/varying_axes.h): an input varies
+// along the axes its in_spec names, axis_index, ppermute, psum_scatter and all_gather keep or
+// add the axis, psum/pmax/pmin remove it. An output that varies along an axis its out_spec
+// omits raises JAX's error. An invariant value meeting a varying one is pvary'd (a no-op cast),
+// and psum binds psum_invariant; under grad, psum_invariant transposes to pvary and pvary to
+// psum_invariant (jax/_src/lax/parallel.py), so a psum'd loss's gradient is the local one and a
+// replicated argument's gradient is summed over the devices. With check_vma=False (pmap's
+// semantics) values are untyped and psum transposes to psum.
 #pragma once
 
 #include <set>

@@ -12,9 +12,15 @@
 // The backward pass walks the equations in reverse and applies each primitive's VJP rule,
 // written with the public ops, so it is recorded into the enclosing trace like user code: the
 // printed program of a train step shows forward, backward and update.
+//
+// Under shard_map(check_vma=True) the primal program's values carry the mesh axes they vary
+// along (ir/varying_axes.h): the inner trace's arguments get their types from the enclosing
+// trace, the seed cotangent (ones_like) has the loss's type, and the implicit pvary and
+// psum_invariant equations of the primal program transpose to each other (ops/collectives.cpp).
+// So a replicated argument's gradient is the sum over devices of its uses' cotangents, and a
+// psum'd loss's cotangent reaches each device unsummed, as in JAX.
 #include <map>
 
-#include "ir/axis_env.h"
 #include "ir/trace.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/transforms.h"
@@ -28,22 +34,6 @@ struct TracedFunction {
   Tree output;  // structure of f's result (leaves are tracers; only the structure is used)
 };
 
-// Under shard_map(check_vma=True) JAX's autodiff follows the varying-manual-axes types: psum
-// transposes to pvary (jax/_src/lax/parallel.py, _psum_invariant_transpose_rule), and a
-// replicated value meeting a varying one is pvary'd, whose transpose is a psum. The engine's
-// rules are pmap's (check_vma=False: psum transposes to psum, nothing implicit), so it refuses
-// rather than silently giving pmap's gradient.
-void refuse_under_checked_shard_map() {
-  for (const ir::AxisFrame& axis : ir::bound_axes()) {
-    if (!axis.check_vma) continue;
-    throw EngineError("grad inside shard_map(check_vma=True) over mesh axis '" + axis.name +
-                      "': JAX differentiates it with the varying-manual-axes rules (psum "
-                      "transposes to pvary, replicated inputs are psum'd), which the engine "
-                      "does not model. Pass check_vma=false to shard_map: the semantics pmap "
-                      "uses, modelled exactly (psum transposes to psum)");
-  }
-}
-
 TracedFunction trace_function(const TreeFunction& function, const std::vector<Tree>& args) {
   TracedFunction traced;
   ir::TraceContext trace;
@@ -51,7 +41,8 @@ TracedFunction trace_function(const TreeFunction& function, const std::vector<Tr
   for (const auto& arg : args) {
     std::vector<Array> tracers;
     for (const auto& leaf : arg.leaves())
-      tracers.push_back(trace.new_input(leaf.dtype(), leaf.shape()));
+      tracers.push_back(
+          trace.new_input(leaf.dtype(), leaf.shape(), ir::TraceContext::varying_of(leaf)));
     tracer_args.push_back(arg.unflatten(tracers));
   }
   traced.output = function(tracer_args);
@@ -98,7 +89,6 @@ const Array& loss_of(const Tree& output, bool has_aux) {
 TreeFunction value_and_grad(TreeFunction function, std::vector<size_t> argnums, bool has_aux) {
   return [function, argnums, has_aux](const std::vector<Tree>& args) -> Tree {
     check_differentiable(args, argnums);
-    refuse_under_checked_shard_map();
     TracedFunction traced = trace_function(function, args);
     loss_of(traced.output, has_aux);
     const ir::Program& program = traced.program;

@@ -12,8 +12,8 @@ namespace pmap_engine::ir {
 struct AxisFrame {
   std::string name;
   int64_t size = 0;
-  // Bound by shard_map with check_vma=True, whose autodiff differs from pmap's (see
-  // pmap_engine/shard_map.h): value_and_grad refuses to run inside it.
+  // Bound by shard_map with check_vma=True: values are typed with the axes they vary along,
+  // which changes psum's transpose and adds pvary (ir/varying_axes.h).
   bool check_vma = false;
 };
 

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "ir/trace.h"
+#include "ir/varying_axes.h"
 
 namespace pmap_engine::ir {
 namespace {
@@ -39,7 +40,7 @@ std::vector<Array> bind(const Primitive& primitive, const std::vector<Array>& in
 
   // Omnistaging, as in JAX: while a trace is active every op is recorded, even on constants.
   if (TraceContext* trace = TraceContext::current()) {
-    return trace->record(primitive, inputs, params, output_types);
+    return trace->record(primitive, insert_pvary(primitive, params, inputs), params, output_types);
   }
   std::vector<const Buffer*> buffers;
   for (const auto& input : inputs) buffers.push_back(&input.buffer(primitive.name.c_str()));

@@ -17,9 +17,15 @@
 
 namespace pmap_engine::ir {
 
+// The mesh axes a value varies along, in the order the maps bound them (ir/varying_axes.h).
+using VaryingAxes = std::vector<std::string>;
+
 struct AbstractValue {
   DType dtype = DType::f32;
   Shape shape;
+  // JAX's aval.mat.varying: set by the trace under shard_map(check_vma=True) only
+  // (ir/varying_axes.h); abstract_eval rules neither read nor set it.
+  VaryingAxes varying = {};
 };
 
 // What a VJP rule receives: the equation's inputs and outputs (tracers or concrete arrays),

@@ -17,9 +17,18 @@ std::string var_name(int var) {
   return name;
 }
 
+// JAX's str_short_aval (jax/_src/core.py, _vma_ur_str): "{V:x}", "{V:(x,y)}"; nothing when
+// the value varies along no axis.
+std::string varying_text(const VaryingAxes& axes) {
+  if (axes.empty()) return "";
+  std::string names;
+  for (const auto& axis : axes) names += (names.empty() ? "" : ",") + axis;
+  return "{V:" + (axes.size() == 1 ? names : "(" + names + ")") + "}";
+}
+
 std::string typed(const Program& program, int var) {
   const AbstractValue& type = program.vars[static_cast<size_t>(var)];
-  return var_name(var) + ":" + type_to_string(type.dtype, type.shape);
+  return var_name(var) + ":" + type_to_string(type.dtype, type.shape) + varying_text(type.varying);
 }
 
 std::string join_typed(const Program& program, const std::vector<int>& vars) {
@@ -55,8 +64,8 @@ std::string join_operands(const Program& program, const std::vector<int>& vars) 
 
 }  // namespace
 
-int Program::add_var(DType dtype, Shape shape) {
-  vars.push_back({dtype, std::move(shape)});
+int Program::add_var(DType dtype, Shape shape, VaryingAxes varying) {
+  vars.push_back({dtype, std::move(shape), std::move(varying)});
   return static_cast<int>(vars.size()) - 1;
 }
 

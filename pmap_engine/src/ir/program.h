@@ -24,10 +24,11 @@ struct Program {
   std::vector<int> outputs;
   std::vector<Equation> equations;
 
-  int add_var(DType dtype, Shape shape);
+  int add_var(DType dtype, Shape shape, VaryingAxes varying = {});
   size_t num_ops() const { return equations.size(); }
 
-  // jaxpr-like text: one equation per line with its output types, params and inputs.
+  // jaxpr-like text: one equation per line with its output types (with JAX's {V:x} for a
+  // value varying along mesh axis x), params and inputs.
   std::string to_string() const;
 };
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ir/varying_axes.h"
+
 namespace pmap_engine::ir {
 namespace {
 thread_local std::vector<TraceContext*> active_traces;
@@ -20,8 +22,8 @@ TraceContext* TraceContext::current() {
   return active_traces.empty() ? nullptr : active_traces.back();
 }
 
-Array TraceContext::new_input(DType dtype, const Shape& shape) {
-  int var = program_.add_var(dtype, shape);
+Array TraceContext::new_input(DType dtype, const Shape& shape, VaryingAxes varying) {
+  int var = program_.add_var(dtype, shape, std::move(varying));
   program_.inputs.push_back(var);
   return Array(this, var, dtype, shape);
 }
@@ -40,7 +42,7 @@ int TraceContext::var_for(const Array& value) {
     auto key = std::make_pair(owner, value.var());
     auto found = captured_vars_.find(key);
     if (found != captured_vars_.end()) return found->second;
-    int var = program_.add_var(value.dtype(), value.shape());
+    int var = program_.add_var(value.dtype(), value.shape(), varying_of(value));
     program_.captured.push_back(var);
     captured_vars_.emplace(key, var);
     captured_values_.push_back(value);
@@ -63,15 +65,31 @@ std::vector<Array> TraceContext::record(const Primitive& primitive,
   Equation equation;
   equation.primitive = &primitive;
   equation.params = params;
-  for (const auto& input : inputs) equation.inputs.push_back(var_for(input));
+  std::vector<VaryingAxes> input_types;
+  for (const auto& input : inputs) {
+    equation.inputs.push_back(var_for(input));
+    input_types.push_back(program_.vars[static_cast<size_t>(equation.inputs.back())].varying);
+  }
+  const VaryingAxes varying =
+      checking_vma() ? output_varying(primitive, params, input_types) : VaryingAxes{};
   std::vector<Array> tracers;
   for (const auto& output : outputs) {
-    int var = program_.add_var(output.dtype, output.shape);
+    int var = program_.add_var(output.dtype, output.shape, varying);
     equation.outputs.push_back(var);
     tracers.emplace_back(this, var, output.dtype, output.shape);
   }
   program_.equations.push_back(std::move(equation));
   return tracers;
+}
+
+const VaryingAxes& TraceContext::varying_of(const Array& value) {
+  static const VaryingAxes kNone;
+  // A tracer of a finished trace has no type to read: var_for raises JAX's error for it.
+  if (!value.is_traced() || std::find(active_traces.begin(), active_traces.end(), value.trace()) ==
+                                active_traces.end()) {
+    return kNone;
+  }
+  return value.trace()->program_.vars[static_cast<size_t>(value.var())].varying;
 }
 
 Program TraceContext::finish(const std::vector<Array>& outputs,

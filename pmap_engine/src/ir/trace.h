@@ -16,12 +16,13 @@ class TraceContext {
   TraceContext(const TraceContext&) = delete;
   TraceContext& operator=(const TraceContext&) = delete;
 
-  // A new argument tracer.
-  Array new_input(DType dtype, const Shape& shape);
+  // A new argument tracer, varying along `varying` (ir/varying_axes.h).
+  Array new_input(DType dtype, const Shape& shape, VaryingAxes varying = {});
   // This context's variable for `value`: its own tracer as is; a concrete array becomes a
   // constant; a tracer of an enclosing context becomes a captured value.
   int var_for(const Array& value);
-  // Records one equation; returns its output tracers.
+  // Records one equation; returns its output tracers, typed by ir/varying_axes.h's rules under
+  // shard_map(check_vma=True).
   std::vector<Array> record(const Primitive& primitive, const std::vector<Array>& inputs,
                             const Params& params, const std::vector<AbstractValue>& outputs);
   // Marks the outputs and returns the finished program. `captured_values` receives the
@@ -29,6 +30,9 @@ class TraceContext {
   Program finish(const std::vector<Array>& outputs, std::vector<Array>* captured_values);
 
   int depth() const { return depth_; }
+
+  // The mesh axes `value` varies along: its trace's type for a tracer, none for a concrete array.
+  static const VaryingAxes& varying_of(const Array& value);
 
   // The innermost active context, or nullptr.
   static TraceContext* current();

@@ -27,10 +27,19 @@
 // "axis_size" (N), which the executor reads; the reductions also print JAX's
 // axes=('data',), and ppermute its perm=((0, 1), (1, 0)).
 //
-// Transposes (reverse mode), jax/_src/lax/parallel.py, under pmap:
+// Transposes (reverse mode), jax/_src/lax/parallel.py at jax-v0.11.0. Under pmap
+// (check_vma=False):
 //   psum          _psum_transpose_rule: the cotangents are psum'd again ("we treat psum as
 //                 psum + pbroadcast"): grad of a psum'd loss is N times the per-device grad
 //                 (pitfall P3). pmean is psum then a division, so it transposes to pmean.
+// Under shard_map(check_vma=True), where values carry the axes they vary along
+// (ir/varying_axes.h), psum binds psum_invariant (_psum: "if config._check_vma.value:
+// bind_psum_invariant"), and pvary appears wherever an invariant value meets a varying one:
+//   psum_invariant  _psum_invariant_transpose_rule: pvary, a no-op on values: the gradient of
+//                 a psum'd loss is the local gradient. pmean transposes to a division.
+//   pvary         _pvary_transpose_rule: psum_invariant: the cotangents of a replicated value
+//                 used by every device are summed over the devices.
+// The rules below hold under both:
 //   all_gather    _all_gather_transpose_rule: psum_scatter over the gathered dimension.
 //   reduce_scatter _reduce_scatter_transpose_rule: all_gather at the scattered dimension.
 //   ppermute      _ppermute_transpose_rule: ppermute with (destination, source) pairs.
@@ -67,6 +76,7 @@
 #include "ir/axis_env.h"
 #include "ir/primitive.h"
 #include "ir/trace.h"
+#include "ir/varying_axes.h"
 #include "ops/kernel_util.h"
 #include "pmap_engine/ops.h"
 
@@ -99,11 +109,8 @@ AxisInfo axis_of(const Params& params) {
   return {params.text("axis_name"), params.integer("axis_size")};
 }
 
-// JAX prints an axis-name tuple as ('data',).
-std::string axes_tuple_text(const std::string& axis_name) { return "('" + axis_name + "',)"; }
-
 Params reduction_params(const AxisInfo& axis) {
-  return {{"axes", axes_tuple_text(axis.name)},
+  return {{"axes", ir::axes_tuple_text({axis.name})},
           {"axis_name", axis.name},
           {"axis_size", axis.num_devices}};
 }
@@ -744,6 +751,7 @@ std::vector<Array> bind_collective(const ir::Primitive& primitive, const std::ve
 // ---------------------------------------------------------------------------------------------
 
 const ir::Primitive* kPsum = nullptr;
+const ir::Primitive* kPsumInvariant = nullptr;
 const ir::Primitive* kAllGather = nullptr;
 const ir::Primitive* kReduceScatter = nullptr;
 const ir::Primitive* kPpermute = nullptr;
@@ -766,6 +774,32 @@ std::vector<Array> psum_vjp(const ir::VjpArgs& args) {
   return cotangents;
 }
 
+// psum_invariant transpose (_psum_invariant_transpose_rule): pvary along the axis, a no-op on
+// values. ct_i: like x_i, invariant -> ct_i, varying.
+std::vector<Array> psum_invariant_vjp(const ir::VjpArgs& args) {
+  std::vector<Array> cotangents(args.inputs.size());
+  const ir::VaryingAxes axis = {args.params.text("axis_name")};
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    if (args.needs(i) && args.output_cotangents[i].valid()) {
+      cotangents[i] = ir::vary(args.output_cotangents[i], axis);
+    }
+  }
+  return cotangents;
+}
+
+// pvary transpose (_pvary_transpose_rule): psum_invariant over its axes, one axis at a time
+// (the engine's reductions take one axis; JAX binds one psum_invariant over the tuple).
+// ct: like x, varying -> summed over the devices of each axis.
+std::vector<Array> pvary_vjp(const ir::VjpArgs& args) {
+  Array cotangent = args.output_cotangents[0];
+  for (const std::string& axis : ir::axes_in_tuple(args.params.text("axes"))) {
+    cotangent = bind_collective(*kPsumInvariant, {cotangent},
+                                reduction_params(lookup_axis(axis, "pvary transpose")))
+                    .front();
+  }
+  return {cotangent};
+}
+
 // pmax_p / pmin_p register no JVP or transpose in jax/_src/lax/parallel.py, so JAX raises
 // NotImplementedError("Differentiation rule for 'pmax' not implemented"), the same text at both
 // tags (jax-v0.4.38 and jax-v0.11.0 jax/_src/interpreters/ad.py JVPTrace.process_primitive).
@@ -777,14 +811,15 @@ Vjp no_differentiation_rule(const std::string& name) {
   };
 }
 
-const ir::Primitive* register_reduction(const std::string& name, Fold fold, bool allow_bool) {
+const ir::Primitive* register_reduction(const std::string& name, Fold fold, bool allow_bool,
+                                        Vjp vjp) {
   ir::Primitive primitive;
   primitive.name = name;
   primitive.abstract_eval = [name, allow_bool](const std::vector<AbstractValue>& inputs,
                                                const Params&) {
     return reduction_abstract_eval(name.c_str(), allow_bool, inputs);
   };
-  primitive.vjp = fold == Fold::kSum ? Vjp(psum_vjp) : no_differentiation_rule(name);
+  primitive.vjp = std::move(vjp);
   primitive.collective_kernel = [name, fold](const DeviceInputs& inputs, const Params& params) {
     return reduction_kernel(name.c_str(), fold, inputs, params);
   };
@@ -834,9 +869,25 @@ const ir::Primitive* register_collective(
 }
 
 const bool kRegistered = [] {
-  kPsum = register_reduction("psum", Fold::kSum, /*allow_bool=*/false);
-  register_reduction("pmax", Fold::kMax, /*allow_bool=*/true);
-  register_reduction("pmin", Fold::kMin, /*allow_bool=*/true);
+  kPsum = register_reduction("psum", Fold::kSum, /*allow_bool=*/false, psum_vjp);
+  kPsumInvariant =
+      register_reduction("psum_invariant", Fold::kSum, /*allow_bool=*/false, psum_invariant_vjp);
+  register_reduction("pmax", Fold::kMax, /*allow_bool=*/true, no_differentiation_rule("pmax"));
+  register_reduction("pmin", Fold::kMin, /*allow_bool=*/true, no_differentiation_rule("pmin"));
+  // pvary (jax/_src/core.py pvary_p, rules in parallel.py): Invariant -> Varying, a no-op on
+  // values ("lowers to a no-op", docs/notebooks/shard_map.md). Not a collective: each device
+  // keeps its own buffer.
+  ir::register_primitive({
+      "pvary",
+      [](const std::vector<AbstractValue>& inputs, const Params&) {
+        expect_operands("pvary", inputs, 1);
+        return inputs;
+      },
+      [](const std::vector<const Buffer*>& inputs, const Params&) {
+        return std::vector<Buffer>{*inputs[0]};
+      },
+      pvary_vjp,
+  });
   kAllGather = register_collective("all_gather", all_gather_abstract_eval, all_gather_vjp,
                                    all_gather_kernel);
   kReduceScatter = register_collective("reduce_scatter", reduce_scatter_abstract_eval,
@@ -885,6 +936,16 @@ Array divide_by_size(const Array& sum, int64_t num_devices) {
   return numerator / static_cast<double>(num_devices);
 }
 
+// jax.lax.psum (_psum): under shard_map(check_vma=True) one psum_invariant per leaf
+// (bind_psum_invariant, which pvary's an invariant leaf first: ir::insert_pvary); otherwise one
+// variadic psum.
+std::vector<Array> psum_leaves(std::vector<Array> leaves, const std::string& axis_name) {
+  for (auto& leaf : leaves) leaf = bool_to_i32(leaf);
+  if (!ir::checking_vma() || leaves.empty()) return reduce_leaves("psum", leaves, axis_name);
+  for (auto& leaf : leaves) leaf = reduce_leaves("psum_invariant", {leaf}, axis_name).front();
+  return leaves;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -892,13 +953,11 @@ Array divide_by_size(const Array& sum, int64_t num_devices) {
 // ---------------------------------------------------------------------------------------------
 
 Array psum(const Array& x, const std::string& axis_name) {
-  return reduce_leaves("psum", {bool_to_i32(x)}, axis_name).front();
+  return psum_leaves({x}, axis_name).front();
 }
 
 Tree psum(const Tree& x, const std::string& axis_name) {
-  std::vector<Array> leaves = x.leaves();
-  for (auto& leaf : leaves) leaf = bool_to_i32(leaf);
-  return x.unflatten(reduce_leaves("psum", leaves, axis_name));
+  return x.unflatten(psum_leaves(x.leaves(), axis_name));
 }
 
 Array pmean(const Array& x, const std::string& axis_name) {

@@ -15,6 +15,8 @@
 #include <type_traits>
 
 #include "ir/primitive.h"
+#include "ir/trace.h"
+#include "ir/varying_axes.h"
 #include "ops/broadcasting.h"
 #include "ops/kernel_util.h"
 #include "pmap_engine/ops.h"
@@ -386,14 +388,24 @@ Array full(const Shape& shape, double value, DType dtype) {
 Array zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
 Array ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 
+namespace {
+
+// lax.full_like (jax/_src/lax/lax.py, _full_like_insert_pvary): under shard_map(check_vma=True)
+// the fill varies along the axes x varies along.
+Array full_like(const Array& x, double value) {
+  return ir::vary(full(x.shape(), value, x.dtype()), ir::TraceContext::varying_of(x));
+}
+
+}  // namespace
+
 Array zeros_like(const Array& x) {
   check_valid_operand("zeros_like", x);
-  return full(x.shape(), 0.0, x.dtype());
+  return full_like(x, 0.0);
 }
 
 Array ones_like(const Array& x) {
   check_valid_operand("ones_like", x);
-  return full(x.shape(), 1.0, x.dtype());
+  return full_like(x, 1.0);
 }
 
 Array scalar_like(const Array& x, double value) {

@@ -6,7 +6,6 @@
 #include <sstream>
 
 #include "ir/axis_env.h"
-#include "ir/varying_axes.h"
 #include "runtime/executor.h"
 #include "runtime/program_cache.h"
 
@@ -86,10 +85,19 @@ int64_t representative(const Mesh& mesh, uint64_t split_axes, int64_t device) {
   return flat;
 }
 
+// The mesh axes whose bits `axes` sets, in mesh order.
+ir::VaryingAxes axis_list(const Mesh& mesh, uint64_t axes) {
+  ir::VaryingAxes names;
+  for (size_t a = 0; a < mesh.axes().size(); ++a) {
+    if ((axes >> a) & 1) names.push_back(mesh.axes()[a].name);
+  }
+  return names;
+}
+
 std::string axis_names(const Mesh& mesh, uint64_t axes) {
   std::string names;
-  for (size_t a = 0; a < mesh.axes().size(); ++a) {
-    if ((axes >> a) & 1) names += (names.empty() ? "'" : ", '") + mesh.axes()[a].name + "'";
+  for (const std::string& name : axis_list(mesh, axes)) {
+    names += (names.empty() ? "'" : ", '") + name + "'";
   }
   return names;
 }
@@ -154,26 +162,25 @@ struct MappedFunction::State {
     for (const MeshAxis& axis : global_axes(mesh, span)) {
       bound.push_back(std::make_unique<ir::ScopedAxis>(axis.name, axis.size, options.check_vma));
     }
+    // Under check_vma each argument varies along the axes its in_spec names.
+    InputVarying input_varying;
+    if (options.check_vma) {
+      input_varying = [&](size_t a, size_t i) {
+        return axis_list(mesh, layouts[a][i].named_axes());
+      };
+    }
     TracedFunction traced = trace_function(
         function, args, options.static_argnums,
         [&](size_t a, size_t i, const Array&) { return layouts[a][i].device_shape(); },
-        options.what);
-    if (options.check_vma) check_output_replication(mesh, traced, layouts, out);
+        options.what, input_varying);
+    if (options.check_vma) check_output_replication(mesh, traced, out);
     return traced;
   }
 
   // shard_map's check_vma: every output must be invariant along the mesh axes its out_spec
-  // leaves out.
+  // leaves out, by the types the trace gave it (ir/varying_axes.h).
   void check_output_replication(const Mesh& mesh, const TracedFunction& traced,
-                                const std::vector<std::vector<BlockLayout>>& layouts,
                                 const OutShardings& out) const {
-    std::vector<uint64_t> input_axes;
-    for (const auto& argument : layouts) {
-      for (const auto& layout : argument) input_axes.push_back(layout.named_axes());
-    }
-    const std::vector<uint64_t> varying = ir::infer_varying_axes(
-        traced.program, input_axes,
-        [&](const std::string& name) { return uint64_t{1} << mesh.axis_position(name); });
     const std::vector<LeafSharding> shardings = out(traced.output);
     const std::vector<std::string> paths = traced.output.leaf_paths();
     for (size_t o = 0; o < shardings.size(); ++o) {
@@ -181,8 +188,12 @@ struct MappedFunction::State {
           mesh, shardings[o],
           traced.program.vars[static_cast<size_t>(traced.program.outputs[o])].shape,
           options.what + " output " + leaf_name(paths, o));
-      const uint64_t unproven =
-          varying[static_cast<size_t>(traced.program.outputs[o])] & ~layout.named_axes();
+      uint64_t varying = 0;
+      for (const std::string& axis :
+           traced.program.vars[static_cast<size_t>(traced.program.outputs[o])].varying) {
+        varying |= uint64_t{1} << mesh.axis_position(axis);
+      }
+      const uint64_t unproven = varying & ~layout.named_axes();
       if (unproven == 0) continue;
       // jax/_src/shard_map.py (_check_reps / _spec_rank_error family): out_specs that require
       // replication which can't be statically inferred given the mesh.

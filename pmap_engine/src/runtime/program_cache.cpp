@@ -8,7 +8,8 @@ namespace pmap_engine::runtime {
 
 TracedFunction trace_function(const TreeFunction& function, const std::vector<Tree>& args,
                               const std::set<size_t>& static_argnums,
-                              const TracedShape& traced_shape, const std::string& what) {
+                              const TracedShape& traced_shape, const std::string& what,
+                              const InputVarying& input_varying) {
   TracedFunction traced;
   ir::TraceContext trace;
   std::vector<Tree> tracer_args;
@@ -20,7 +21,8 @@ TracedFunction trace_function(const TreeFunction& function, const std::vector<Tr
     std::vector<Array> leaves = args[a].leaves();
     std::vector<Array> tracers;
     for (size_t i = 0; i < leaves.size(); ++i) {
-      tracers.push_back(trace.new_input(leaves[i].dtype(), traced_shape(a, i, leaves[i])));
+      tracers.push_back(trace.new_input(leaves[i].dtype(), traced_shape(a, i, leaves[i]),
+                                        input_varying ? input_varying(a, i) : ir::VaryingAxes{}));
     }
     tracer_args.push_back(args[a].unflatten(tracers));
   }

@@ -23,10 +23,16 @@ struct TracedFunction {
 // The shape a leaf has inside the traced function (pmap drops the mapped axis).
 using TracedShape = std::function<Shape(size_t argnum, size_t leaf, const Array& value)>;
 
-// Traces `function` on `args`; `what` names the transformation in errors ("jit(f)").
+// The mesh axes a leaf varies along inside the traced function (shard_map's in_specs under
+// check_vma, ir/varying_axes.h).
+using InputVarying = std::function<ir::VaryingAxes(size_t argnum, size_t leaf)>;
+
+// Traces `function` on `args`; `what` names the transformation in errors ("jit(f)"). Without
+// `input_varying` the arguments vary along no axis.
 TracedFunction trace_function(const TreeFunction& function, const std::vector<Tree>& args,
                               const std::set<size_t>& static_argnums,
-                              const TracedShape& traced_shape, const std::string& what);
+                              const TracedShape& traced_shape, const std::string& what,
+                              const InputVarying& input_varying = {});
 
 // Per argument: its tree structure and leaf types; static arguments add their values.
 std::string call_signature(const std::vector<Tree>& args, const std::set<size_t>& static_argnums);
