@@ -74,7 +74,7 @@ void show_command(const std::string& wanted) {
         "{} {}\n  source       {}\n  claim        {}\n  verdict      {} (when the run behaves "
         "as expected)\n  expected     {}\n  program      {}\n",
         scenario.id, scenario.title, scenario.source, scenario.claim, scenario.verdict,
-        expected_outcome(scenario), scenario.engine_program);
+        expected_outcome(spec), scenario.engine_program);
     if (!scenario.fact_check.empty()) {
       std::cout << fmt::format("  fact-check   {}\n  (figures in braces are filled from the run)\n",
                                scenario.fact_check);

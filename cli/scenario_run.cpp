@@ -98,15 +98,15 @@ Observation observe_error(const CaseSpec& spec) {
   }
   Observation observation;
   const std::optional<std::string> error = cases::run_error_program(spec);
+  observation.figures.set_text("error", error.value_or("none"));
+  observation.figures.merge(cases::error_program_figures(spec));
   if (!error) {
     observation.observed = observation.summary = "the step ran without an error";
-    observation.figures.set_text("error", "none");
     return observation;
   }
-  observation.figures.set_text("error", *error);
   observation.observed = "error: " + *error;
   observation.summary = "error: " + error->substr(0, error->find('\n'));
-  observation.as_expected = error->find(spec.scenario.expect_error) != std::string::npos;
+  observation.as_expected = error->find(expected_error(spec)) != std::string::npos;
   return observation;
 }
 
@@ -140,6 +140,7 @@ std::vector<std::string> failed_conditions(const ScenarioSpec& scenario,
 // condition met), the verdict it supports, and the fact-check with the run's numbers.
 void judge(const CaseSpec& spec, Observation observation, CatalogueEntry& entry) {
   const ScenarioSpec& scenario = spec.scenario;
+  observation.figures.set_text("jax_version", spec.jax.version);
   std::vector<std::string> problems = failed_conditions(scenario, observation.figures);
   try {
     entry.fact_check = observation.figures.fill(scenario.fact_check);
@@ -164,10 +165,19 @@ void judge(const CaseSpec& spec, Observation observation, CatalogueEntry& entry)
 
 }  // namespace
 
-std::string expected_outcome(const ScenarioSpec& scenario) {
+std::string expected_error(const CaseSpec& spec) {
+  const std::string prefix = spec.jax.version + ": ";
+  for (const std::string& entry : spec.scenario.expect_error_by_release) {
+    if (entry.rfind(prefix, 0) == 0) return entry.substr(prefix.size());
+  }
+  return spec.scenario.expect_error;
+}
+
+std::string expected_outcome(const CaseSpec& spec) {
+  const ScenarioSpec& scenario = spec.scenario;
   std::string expected;
   if (scenario.expect == "error") {
-    expected = fmt::format("error containing \"{}\"", scenario.expect_error);
+    expected = fmt::format("error containing \"{}\"", expected_error(spec));
   } else if (scenario.expect == "probe") {
     expected = fmt::format("the engine behaves as JAX does ({})", scenario.engine_program);
   } else if (scenario.expect == "not supported") {
@@ -193,7 +203,7 @@ reports::CatalogueEntry run_scenario(const CaseSpec& spec, const std::filesystem
   entry.case_name = spec.name;
   entry.source = scenario.source;
   entry.claim = scenario.claim;
-  entry.expected = expected_outcome(scenario);
+  entry.expected = expected_outcome(spec);
   if (scenario.expect == "not supported") {
     entry.observed = entry.summary = "not run";
     entry.fact_check = scenario.fact_check;

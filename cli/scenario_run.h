@@ -12,7 +12,10 @@ namespace parity::cli {
 
 // "equivalent", "not equivalent; diagnosis P2", "error containing \"unbound axis name\"",
 // "the engine behaves as JAX does (probe-...)", "not yet supported (missing: ...)".
-std::string expected_outcome(const ScenarioSpec& scenario);
+std::string expected_outcome(const CaseSpec& spec);
+// The part of the error text an error case expects under the case's JAX release
+// (scenario.expect_error_by_release, else scenario.expect_error).
+std::string expected_error(const CaseSpec& spec);
 
 // Runs the case under `dir` the way its expectation needs (the main job and its reports in
 // dir/report; the error program; nothing for a case not supported yet) and fills the catalogue

@@ -11,6 +11,7 @@
 #include "pmap_engine/ops.h"
 #include "pmap_engine/pmap.h"
 #include "pmap_engine/random_ops.h"
+#include "claim_probes.h"
 #include "scenario_programs.h"
 
 namespace parity::cases {
@@ -200,6 +201,10 @@ ProbeResult run_probe_program(const CaseSpec& spec) {
       return probe_recompilation(spec);
     case Probe::kDropoutKey:
       return probe_dropout_key(spec);
+    case Probe::kFewerDevices:
+      return probe_fewer_devices(spec);
+    case Probe::kDebugging:
+      return probe_debugging(spec);
     case Probe::kNone:
       break;
   }

@@ -164,20 +164,22 @@ std::optional<std::string> run_error_program(const CaseSpec& spec) {
     throw InternalError("engine program '" + program.name + "' is not an error program");
   }
   if (program.jit != JitShardings::kNotJit) return run_sharded_jit_program(spec, program);
-  const MappedGradients gradients = mapped_gradients(program, case_loss(spec));
-  const pe::DeviceSet devices(static_cast<int>(spec.parallel.replicas));
-
   // One batch per device, or 65 samples for batch-65-on-8: the global batch 001 §1 feeds to
   // pmap as it is.
   const bool global_65 = program.feeds_65_samples_to_8_devices;
-  const MappedBatch batch = first_samples(spec, program.name, global_65 ? 65 : spec.parallel.replicas,
-                                          global_65 ? 1 : spec.data.per_replica_batch);
+  return run_mapped_step(spec, program, global_65 ? 65 : spec.parallel.replicas,
+                         global_65 ? 1 : spec.data.per_replica_batch);
+}
 
+std::optional<std::string> run_mapped_step(const CaseSpec& spec, const EngineProgram& program,
+                                           int64_t mapped, int64_t per_device) {
+  const MappedGradients gradients = mapped_gradients(program, case_loss(spec));
+  const MappedBatch batch = first_samples(spec, program.name, mapped, per_device);
   // 000 §5.3's in_axes=(None, 0, 0): params broadcast, data mapped.
   pe::PmapOptions options;
   options.axis_name = gradients.axis_name;
   options.in_axes = {std::nullopt, 0, 0};
-  options.devices = devices;
+  options.devices = pe::DeviceSet(static_cast<int>(spec.parallel.replicas));
   try {
     pe::pmap(gradients.loss_and_reduced_grads(), options)({case_params(spec), batch.x, batch.y});
   } catch (const pe::EngineError& error) {

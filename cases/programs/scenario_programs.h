@@ -89,6 +89,15 @@ pmap_engine::ScopedJaxRelease case_jax_release(const CaseSpec& spec);
 // Error programs (P1, P6, S5, P12) fail before training: runs one step of the case the way the
 // program does and returns the engine's error message, or nullopt when the step ran without one.
 std::optional<std::string> run_error_program(const CaseSpec& spec);
+// One step of the program's mapped gradients under pmap(in_axes=(None, 0, 0)) on the case's
+// devices, fed the first `mapped` x `per_device` samples as a [mapped, per_device, ...] batch:
+// the engine's error message, or nullopt when the step ran.
+std::optional<std::string> run_mapped_step(const CaseSpec& spec, const EngineProgram& program,
+                                           int64_t mapped, int64_t per_device);
+// What an error program's case quotes besides the error itself (error_figures.cpp): for
+// batch-65-on-8 the error a leading 64 raises and what DistributedSampler does with 65 samples;
+// nothing for the others.
+ObservedFigures error_program_figures(const CaseSpec& spec);
 // The jit-* error programs (sharded_jit_programs.cpp).
 std::optional<std::string> run_sharded_jit_program(const CaseSpec& spec,
                                                    const EngineProgram& program);

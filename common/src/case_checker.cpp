@@ -276,6 +276,16 @@ class CaseChecker {
     } catch (const InputError& error) {
       fail(keys::kScenarioFactCheck, error.what());
     }
+    for (const std::string& entry : scenario.expect_error_by_release) {
+      const size_t colon = entry.find(": ");
+      const auto& releases = pmap_engine::jax_release_names();
+      if (colon == std::string::npos ||
+          std::find(releases.begin(), releases.end(), entry.substr(0, colon)) == releases.end()) {
+        fail(keys::kScenarioExpectErrorByRelease,
+             "'" + entry + "' does not start with a JAX release the engine models",
+             "write \"RELEASE: text\" with RELEASE one of " + join(releases));
+      }
+    }
     for (const std::string& condition : scenario.expect_figures) {
       try {
         parse_figure_condition(condition);

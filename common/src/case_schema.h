@@ -155,6 +155,7 @@ inline const Key kScenarioFactCheck{kScenario, "fact_check"};
 inline const Key kScenarioExpect{kScenario, "expect"};
 inline const Key kScenarioExpectDiagnoses{kScenario, "expect_diagnoses"};
 inline const Key kScenarioExpectError{kScenario, "expect_error"};
+inline const Key kScenarioExpectErrorByRelease{kScenario, "expect_error_by_release"};
 inline const Key kScenarioExpectFigures{kScenario, "expect_figures"};
 inline const Key kScenarioMissing{kScenario, "missing"};
 inline const Key kScenarioEngineProgram{kScenario, "engine_program"};
@@ -219,6 +220,7 @@ void for_each_case_key(Spec& spec, Visit&& visit) {
   visit(kScenarioExpect, spec.scenario.expect);
   visit(kScenarioExpectDiagnoses, spec.scenario.expect_diagnoses);
   visit(kScenarioExpectError, spec.scenario.expect_error);
+  visit(kScenarioExpectErrorByRelease, spec.scenario.expect_error_by_release);
   visit(kScenarioExpectFigures, spec.scenario.expect_figures);
   visit(kScenarioMissing, spec.scenario.missing);
   visit(kScenarioEngineProgram, spec.scenario.engine_program);

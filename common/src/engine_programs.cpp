@@ -79,6 +79,12 @@ std::vector<EngineProgram> make_table() {
   table.push_back(probe("probe-dropout-key",
                         "P5: dropout masks from one key, split keys, folded keys",
                         Probe::kDropoutKey));
+  table.push_back(probe("probe-fewer-devices",
+                        "C4: pmap over fewer devices than there are (000 §3.1)",
+                        Probe::kFewerDevices));
+  table.push_back(probe("probe-debugging",
+                        "C5: NumPy on a tracer and print inside jit (001 §4.2-4.3)",
+                        Probe::kDebugging));
   return table;
 }
 

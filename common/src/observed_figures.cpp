@@ -22,6 +22,10 @@ void ObservedFigures::set_text(const std::string& name, const std::string& text)
   entry.text = text;
 }
 
+void ObservedFigures::merge(const ObservedFigures& other) {
+  for (const Entry& entry : other.entries_) slot(entry.name) = entry;
+}
+
 std::optional<double> ObservedFigures::number(const std::string& name) const {
   const Entry* entry = find(name);
   return entry ? entry->number : std::nullopt;

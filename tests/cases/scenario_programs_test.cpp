@@ -290,5 +290,68 @@ TEST(ScenarioPrograms, ProbesSeeWhatJaxDoes) {
       << dropout.observed;
 }
 
+// P6's fact-check quotes what a leading 64 raises and what DistributedSampler does with 65
+// samples on 8 ranks: ceil(65 / 8) = 9 per rank, 9 * 8 - 65 = 7 repeated (torch's
+// DistributedSampler pads to num_samples * num_replicas). A leading 64 is no batch of 64 either:
+// at jax-v0.11.0 pmap reshapes each device's block (8, 1, 784) and lax.squeeze refuses axis 0
+// (jax/_src/lax/lax.py _compute_squeeze_shape); at jax-v0.4.38 it asks for 64 devices
+// (interpreters/pxla.py UnloadedPmapExecutable.from_hlo).
+TEST(ScenarioPrograms, P6sFiguresAreTheLeading64sErrorAndTheSamplersPadding) {
+  CaseSpec spec = one_step_case();
+  spec.scenario.engine_program = "batch-65-on-8";
+  const ObservedFigures figures = error_program_figures(spec);
+  EXPECT_EQ(figures.number("leading_axis"), 65);
+  EXPECT_EQ(figures.number("leading_axis_below"), 64);
+  EXPECT_EQ(figures.number("sampler_per_rank"), 9);
+  EXPECT_EQ(figures.number("sampler_repeated"), 7);
+  EXPECT_NE(figures.formatted("error_below")->find("cannot select an axis to squeeze out which "
+                                                   "has size not equal to one"),
+            std::string::npos)
+      << *figures.formatted("error_below");
+  spec.jax.version = "0.4.38";
+  EXPECT_NE(error_program_figures(spec).formatted("error_below")->find(
+                "requires 64 logical devices, but only 8"),
+            std::string::npos);
+  // Every other error program quotes nothing besides its error.
+  spec.scenario.engine_program = "axis-name-mismatch";
+  EXPECT_TRUE(error_program_figures(spec).names().empty());
+}
+
+// 000 §3.1 says pmap's axis 0 must equal the device count; JAX maps it onto the first devices
+// when it is shorter (jax-v0.11.0 jax/_src/pmap.py _get_mesh_devices slices devices[:size];
+// jax-v0.4.38 interpreters/pxla.py takes the first size devices) and refuses a longer one.
+TEST(ClaimProbes, PmapMapsAShorterLeadingAxisOntoTheFirstDevices) {
+  CaseSpec spec = one_step_case();
+  spec.scenario.engine_program = "probe-fewer-devices";
+  const ProbeResult probe = run_probe_program(spec);
+  EXPECT_TRUE(probe.as_expected) << probe.observed;
+  EXPECT_EQ(probe.figures.number("mapped"), 4);
+  EXPECT_EQ(probe.figures.formatted("loss_type"), "f32[4]");
+  EXPECT_NE(probe.figures.formatted("error_over")->find("dimension size is 9"), std::string::npos)
+      << *probe.figures.formatted("error_over");
+}
+
+// 001 §4.2-4.3: np.sin on a tracer raises TracerArrayConversionError (jax/_src/core.py
+// Tracer.__array__; errors.py, the same text at jax-v0.4.38 and jax-v0.11.0), not the
+// ConcretizationTypeError the document quotes; a host print inside jit runs once, at trace
+// time, on a tracer, and debug_print at each of the three calls.
+TEST(ClaimProbes, DebuggingInsideJitBehavesAsJaxDoes) {
+  CaseSpec spec = one_step_case();
+  spec.scenario.engine_program = "probe-debugging";
+  const ProbeResult probe = run_probe_program(spec);
+  EXPECT_TRUE(probe.as_expected) << probe.observed;
+  EXPECT_EQ(probe.figures.formatted("numpy_error")->rfind(
+                "The numpy.ndarray conversion method __array__() was called on traced array "
+                "with shape float32[16,784].",
+                0),
+            0)
+      << *probe.figures.formatted("numpy_error");
+  EXPECT_EQ(probe.figures.formatted("concrete_error"),
+            "Abstract tracer value encountered where concrete value is expected");
+  EXPECT_EQ(probe.figures.number("host_prints"), 1);
+  EXPECT_EQ(probe.figures.number("debug_print_lines"), 3);
+  EXPECT_EQ(probe.figures.formatted("host_print_saw"), "a tracer of f32[]");
+}
+
 }  // namespace
 }  // namespace parity::cases

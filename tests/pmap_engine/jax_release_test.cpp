@@ -10,6 +10,7 @@
 
 #include "pmap_engine/collectives.h"
 #include "pmap_engine/jax_release.h"
+#include "pmap_engine/numpy_interop.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/pmap.h"
 #include "pmap_engine/transforms.h"
@@ -337,6 +338,30 @@ TEST(JaxReleaseSameText, DotGeneralContractingAtBothTags) {
                 HasSubstr("dot_general requires contracting dimensions to have the same shape, "
                           "got (3,) and (4,)"));
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// NumPy on a tracer (np.sin(x) inside jit, 001 §4.2): the same text at both tags.
+// ---------------------------------------------------------------------------------------------
+
+// jax-v0.4.38 and jax-v0.11.0 jax/_src/core.py Tracer.__array__ raises
+// TracerArrayConversionError, whose __init__ (jax/_src/errors.py) writes "The numpy.ndarray
+// conversion method __array__() was called on " + Tracer._error_repr(): "traced array with
+// shape " + the aval's str_short, NumPy's dtype name and the dims joined by ','.
+TEST(JaxReleaseNumpyConversion, ATracerGivenToNumpyInBothReleases) {
+  const Jitted to_numpy = jit([](const std::vector<Tree>& args) {
+    return Tree(full({}, numpy_asarray(args[0].leaf()).front(), DType::f32));
+  });
+  const Array x = full({4, 3}, 1.5, DType::f32);
+  for (JaxRelease release : {JaxRelease::kV0_4_38, JaxRelease::kV0_11_0}) {
+    const ScopedJaxRelease scope(release);
+    EXPECT_THAT(error_of([&] { to_numpy({Tree(x)}); }),
+                StartsWith("The numpy.ndarray conversion method __array__() was called on "
+                           "traced array with shape float32[4,3]."));
+  }
+  // A concrete array converts to its values.
+  EXPECT_EQ(numpy_asarray(x), std::vector<double>(12, 1.5));
+  EXPECT_EQ(numpy_dtype_name(DType::bf16), "bfloat16");
 }
 
 }  // namespace

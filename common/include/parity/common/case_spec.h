@@ -131,6 +131,9 @@ struct ScenarioSpec {
   std::string expect;
   std::vector<std::string> expect_diagnoses;  // pitfall ids the diagnosis must name, in order
   std::string expect_error;                   // a part of the expected error text
+  // The expected error text where a JAX release raises another one than the default release:
+  // "RELEASE: text" entries, e.g. "0.4.38: requires 65 logical devices" (jax.version picks).
+  std::vector<std::string> expect_error_by_release;
   // Conditions on the run's figures that are part of the expectation, e.g.
   // "grad_norm_ratio.first = 8 ± 0.01": the verdict rests on them.
   std::vector<std::string> expect_figures;

@@ -34,7 +34,15 @@ enum class JitShardings {
   kAllOnTheDataAxis,     // all four P('data'): params and optimizer state sharded too (P12)
 };
 
-enum class Probe { kNone, kDeviceAxis, kDeviceOrder, kRecompilation, kDropoutKey };
+enum class Probe {
+  kNone,
+  kDeviceAxis,
+  kDeviceOrder,
+  kRecompilation,
+  kDropoutKey,
+  kFewerDevices,  // C4: pmap over fewer devices than there are
+  kDebugging,     // C5: NumPy on a tracer, print inside jit
+};
 
 struct EngineProgram {
   std::string name;

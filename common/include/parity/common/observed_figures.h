@@ -22,6 +22,8 @@ class ObservedFigures {
   // Replaces a figure of the same name; names keep the order they were first set in.
   void set(const std::string& name, double value);
   void set_text(const std::string& name, const std::string& text);
+  // Every figure of `other`, set here in its order.
+  void merge(const ObservedFigures& other);
 
   std::optional<double> number(const std::string& name) const;
   // The figure as a fact-check prints it: numbers with `spec` (fmt's, e.g. ".3g"; empty: 4
