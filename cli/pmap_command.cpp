@@ -28,10 +28,12 @@ void register_pmap_command(CLI::App& app) {
       "DDP rank gets) and write a run directory");
   add_run_options(command, *arguments, "pmap");
   command
-      ->add_option("--program", arguments->program,
-                   "the engine program inside the step (default: the case's "
-                   "scenario.engine_program, else pmean, DDP's average); psum is pitfall P2, "
-                   "psum-divide S2, psum-loss-in-grad P3, init-per-device P4")
+      ->add_option(
+          "--program", arguments->program,
+          "the engine program inside the step (default: the case's "
+          "scenario.engine_program, else pmean, DDP's average); psum is pitfall P2, "
+          "psum-divide S2, psum-loss-in-grad P3 (psum-loss-in-grad-shard-map P3b, the same "
+          "step under jax.shard_map), init-per-device P4")
       ->check(CLI::IsMember(engine_program_names()));
   command->add_flag("--check-replicas", arguments->check_replicas,
                     "verify every step that params and optimizer state are bit-identical on "

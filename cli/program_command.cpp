@@ -9,7 +9,9 @@
 #include "layer_model.h"
 #include "mlp_program.h"
 #include "parity/common/case_spec.h"
+#include "parity/common/engine_programs.h"
 #include "parity/engine_trainer/engine_trainer.h"
+#include "parity/engine_trainer/mapped_train_step.h"
 #include "pmap_engine/ops.h"
 #include "scenario_programs.h"
 
@@ -43,26 +45,37 @@ void print_widths_program(const CaseSpec& spec) {
   std::cout << describe_peak(spec.name, batch, stats.num_ops, stats.peak_bytes);
 }
 
-// A layers model's step is the engine trainer's pmapped one (a BatchNorm with sync names the
-// "data" axis, which only a pmap binds), here on a single device fed the global batch.
-void print_layers_program(const CaseSpec& spec) {
+// The engine trainer's mapped step, here on a single device fed the global batch: a layers
+// model's (a BatchNorm with sync names the "data" axis, which only a mapped call binds), and a
+// program's that runs under shard_map (its values typed with the axes they vary along, the
+// pvary and psum_invariant JAX inserts shown).
+void print_mapped_program(const CaseSpec& spec) {
   const int64_t batch = spec.parallel.replicas * spec.data.per_replica_batch;
-  const std::vector<int64_t>& input = spec.model.input;
+  const bool layers = !spec.model.layers.empty();
+  const std::vector<int64_t> input =
+      layers ? spec.model.input : std::vector<int64_t>{spec.model.widths.front()};
   const int64_t input_dim =
       std::accumulate(input.begin(), input.end(), int64_t{1}, std::multiplies<>());
   const pe::Tree params =
       cases::params_from_tensors(make_init_params(spec), cases::name_separator(spec.model));
   const pe::Tree opt_state = cases::make_optimizer(spec.train).init(params);
-  const pe::Tree batch_stats = cases::initial_batch_stats(spec.model, pe::DType::f32);
-  const int64_t outputs = infer_model_shapes(spec.model.layers, input).output.back();
+  const int64_t outputs = layers ? infer_model_shapes(spec.model.layers, input).output.back()
+                                 : spec.model.widths.back();
   const pe::Array x = pe::zeros({1, batch, input_dim});
   const pe::Array y = spec.model.loss == "mse" ? pe::zeros({1, batch, outputs})
                                                : pe::zeros({1, batch}, pe::DType::i32);
-  const pe::Pmapped step = engine_trainer::make_pmap_train_step(spec, pe::DeviceSet(1));
+  engine_trainer::EngineStepOptions options;
+  options.program = spec.scenario.engine_program;
+  const engine_trainer::MappedTrainStep step =
+      engine_trainer::make_mapped_train_step(spec, pe::DeviceSet(1), options);
   const auto arguments = [&] {
-    return std::vector<pe::Tree>{engine_trainer::replicate(params, 1),
-                                 engine_trainer::replicate(opt_state, 1), x, y,
-                                 engine_trainer::replicate(batch_stats, 1)};
+    std::vector<pe::Tree> args = {engine_trainer::replicate(params, 1),
+                                  engine_trainer::replicate(opt_state, 1), x, y};
+    if (layers) {
+      args.push_back(
+          engine_trainer::replicate(cases::initial_batch_stats(spec.model, pe::DType::f32), 1));
+    }
+    return args;
   };
   std::cout << step.program_text(arguments());
   step(arguments());
@@ -88,10 +101,11 @@ void register_program_command(CLI::App& app) {
   command->callback([arguments] {
     const CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
     const pe::ScopedJaxRelease release = cases::case_jax_release(spec);
-    if (spec.model.layers.empty()) {
+    if (spec.model.layers.empty() &&
+        !find_engine_program(spec.scenario.engine_program).runs_under_shard_map) {
       print_widths_program(spec);
     } else {
-      print_layers_program(spec);
+      print_mapped_program(spec);
     }
   });
 }

@@ -10,6 +10,10 @@
 //   psum-loss-in-grad   def loss_fn_with_psum(params, x, y):
 //                           return lax.psum(loss_fn(params, x, y), axis_name='data')
 //                       grads = grad(loss_fn_with_psum)(params, x, y)             (P3, 000 §5.2)
+//   psum-loss-in-grad-shard-map  the same step under jax.shard_map(check_vma=True) on
+//                       Mesh(devices, ('data',)), in_specs=(P(), P(), P('data'), P('data')):
+//                       the replicated params are pvary'd, so their gradient is the sum of the
+//                       devices' gradients (engine_trainer's shard_map_train_step.h)      (P3b)
 //   params-in-axes-none the pmean step under pmap(in_axes=(None, None, 0, 0)): params and
 //                       optimizer state broadcast, not replicated, and returned with
 //                       out_axes=None                                             (S4, 000 §5.3)

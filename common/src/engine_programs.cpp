@@ -40,6 +40,10 @@ std::vector<EngineProgram> make_table() {
   table.push_back(
       trains("psum-loss-in-grad", "P3: grad of a loss that is psum'd inside the function"));
   table.back().reduction = GradientReduction::kPsumInsideLoss;
+  table.push_back(trains("psum-loss-in-grad-shard-map",
+                         "P3b: the same step under shard_map(check_vma=True), params P()"));
+  table.back().reduction = GradientReduction::kPsumInsideLoss;
+  table.back().runs_under_shard_map = true;
   table.push_back(trains("params-in-axes-none",
                          "S4: params broadcast with in_axes=None, not replicated"));
   table.back().broadcasts_params = true;

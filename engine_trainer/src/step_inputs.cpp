@@ -74,8 +74,8 @@ Placement::Placement(const CaseSpec& spec, int64_t dataset_size, int64_t num_dev
       local_devices(local_devices),
       plan(case_sampler_options(spec, dataset_size, num_devices / readers),
            spec.data.per_replica_batch * spec.parallel.replicas / num_devices),
-      step(make_pmap_train_step(spec, pe::DeviceSet(static_cast<int>(local_devices)),
-                                step_options)) {}
+      step(make_mapped_train_step(spec, pe::DeviceSet(static_cast<int>(local_devices)),
+                                  step_options)) {}
 
 StepBatches Placement::batches(int64_t index) const {
   StepBatches batches = plan.step(index);

@@ -9,6 +9,7 @@
 #include "parity/common/dataset.h"
 #include "parity/common/distributed_sampler.h"
 #include "parity/engine_trainer/engine_trainer.h"
+#include "parity/engine_trainer/mapped_train_step.h"
 
 namespace parity::engine_trainer {
 
@@ -27,7 +28,8 @@ struct StepInputs {
 };
 
 // Where a run trains: its devices, the sampler plan that feeds them (ddp_ref's, for that many
-// ranks) and the pmapped step compiled for them. The global batch stays the case's: fewer
+// ranks) and the step compiled for them (pmapped, or shard_map'd for a program that runs under
+// shard_map). The global batch stays the case's: fewer
 // devices read more samples each.
 //
 // With `readers` > 1 every one of that many processes feeds its own devices from a plan it made
@@ -42,7 +44,7 @@ struct Placement {
   int64_t first_device;
   int64_t local_devices;
   DistributedBatchPlan plan;
-  pe::Pmapped step;
+  MappedTrainStep step;
 
   Placement(const CaseSpec& spec, int64_t dataset_size, int64_t num_devices, int64_t first_device,
             int64_t local_devices, const EngineStepOptions& step_options, int64_t readers = 1);

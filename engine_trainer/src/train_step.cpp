@@ -1,11 +1,14 @@
-// The training step under pmap: the case's loss, the engine program's gradient reduction (the
-// faithful pmean or one of the documents' variants), the optax update, and gradient
-// accumulation over micro-batches. A layers model's BatchNorm statistics are the step's model
+// The training step: the case's loss, the engine program's gradient reduction (the faithful
+// pmean or one of the documents' variants), the optax update, and gradient accumulation over
+// micro-batches; mapped over the devices by pmap here, or by shard_map
+// (shard_map_train_step.cpp). A layers model's BatchNorm statistics are the step's model
 // state, as a Flax user threads them: (loss, batch_stats), grads = value_and_grad(loss_fn,
 // has_aux=True)(params, x, y, batch_stats), with each device keeping its own statistics unless
 // a BatchNorm syncs them over "data". A model with dropout takes the step's dropout key as its
 // last argument and derives each device's key as the case's [rng] says, and the step returns
 // every site's keys and masks for the RNG streams.
+#include "train_step.h"
+
 #include "layer_model.h"
 #include "mlp_program.h"
 #include "parity/common/engine_programs.h"
@@ -47,8 +50,8 @@ pe::Array device_dropout_key(const RngSpec& rng, const pe::Array& key, const std
 
 }  // namespace
 
-pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
-                                 const EngineStepOptions& step_options) {
+DeviceStepFunction device_step_function(const CaseSpec& spec,
+                                        const EngineStepOptions& step_options) {
   const pe::DType dtype =
       step_options.float64 ? pe::DType::f64 : cases::compute_dtype(spec.train.dtype);
   const pe::optim::GradientTransformation optimizer = cases::make_optimizer(spec.train);
@@ -129,8 +132,16 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
     }
     return outputs(pe::Tree::tuple(losses), last_grads);
   };
+  return {step, gradients.axis_name};
+}
+
+pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
+                                 const EngineStepOptions& step_options) {
+  const DeviceStepFunction step = device_step_function(spec, step_options);
+  const EngineProgram& program = find_engine_program(step_options.program);
+  const bool has_dropout = cases::has_dropout(spec.model);
   pe::PmapOptions options;
-  options.axis_name = gradients.axis_name;
+  options.axis_name = step.axis_name;
   if (program.broadcasts_params) {
     // 000 §5.3: @pmap(axis_name=..., in_axes=(None, 0, 0)): params and optimizer state go to
     // every device whole and come back as the one value all devices hold (out_axes=None, which
@@ -142,12 +153,13 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
     // The step key goes to every device whole (in_axes=None) unless each device gets its row
     // of split(key, n).
     options.in_axes = {0, 0, 0, 0, 0};
-    options.in_axes.push_back(rng.per_device == "split" ? pe::AxisSpec(0) : pe::AxisSpec(std::nullopt));
+    options.in_axes.push_back(spec.rng.per_device == "split" ? pe::AxisSpec(0)
+                                                             : pe::AxisSpec(std::nullopt));
   }
   options.donate_argnums = {0, 1};
   options.devices = devices;
   if (step_options.check_replicas) options.check_replicated_outputs = {0, 1};
-  return pe::pmap(step, options);
+  return pe::pmap(step.function, options);
 }
 
 }  // namespace parity::engine_trainer

@@ -132,7 +132,7 @@ ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
     if (checkpoint_step_ == step) resume_from_checkpoint(step);
     const StepInputs batch =
         step_inputs(train_, *placement_, step, spec_.train.grad_accum_steps, options_.step.float64);
-    // The step's time is the pmapped train_step's: what a JAX user's step costs. Gathering the
+    // The step's time is the mapped train_step's: what a JAX user's step costs. Gathering the
     // metrics and recording tensors are the harness's own work and stay outside it.
     std::vector<pe::Tree> args = step_arguments(batch, step);
     const auto start = Clock::now();

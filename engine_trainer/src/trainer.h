@@ -1,5 +1,5 @@
 // One engine process's training loop, shaped like ddp_ref's RankTrainer: the step as a JAX user
-// runs it (the pmapped train_step on this process's devices), with the run directory's
+// runs it (the mapped train_step on this process's devices), with the run directory's
 // metrics gathered on the way.
 #pragma once
 

@@ -10,12 +10,14 @@
 #include <cstring>
 
 #include "command.h"
+#include "mlp_program.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/error.h"
 #include "parity/common/init_params.h"
 #include "parity/common/run_dir.h"
 #include "parity/common/tensor_file.h"
 #include "parity/engine_trainer/engine_trainer.h"
+#include "parity/engine_trainer/mapped_train_step.h"
 #include "test_files.h"
 
 namespace parity::cases {
@@ -158,6 +160,63 @@ TEST(ScenarioPrograms, GradOfAPsummedLossIsEightTimesTheLocalGradient) {
   double sum = 0;
   for (double loss : local_losses.replica_losses) sum += loss;
   for (double loss : losses.replica_losses) EXPECT_NEAR(loss, sum, 1e-5 * sum);
+}
+
+// P3b (000 §5.2 under jax.shard_map(check_vma=True), params P(), x and y P('data')): the
+// replicated params are pvary'd where they meet the device's batch, and pvary transposes to
+// psum_invariant, so every device's gradient is the sum of the devices' local gradients, those
+// the no-grad-reduction program applies on each device. psum_invariant folds the devices in
+// device order in f32, as the expected sum is folded here, so they agree bit for bit; the loss
+// is the psum of the local losses likewise.
+TEST(ScenarioPrograms, UnderShardMapGradOfAPsummedLossIsTheSumOfTheDevicesGradients) {
+  const CaseSpec spec = one_step_case();
+  const MappedBatch batch =
+      first_samples(spec, "psum-loss-in-grad-shard-map", kDevices, spec.data.per_replica_batch);
+  const pe::Tree params = case_params(spec);
+  // Fresh each call: a step donates params and opt_state.
+  const auto args = [&] {
+    return std::vector<pe::Tree>{
+        engine_trainer::replicate(params, kDevices),
+        engine_trainer::replicate(make_optimizer(spec.train).init(params), kDevices), batch.x,
+        batch.y};
+  };
+  const auto step = [&](const std::string& program) {
+    engine_trainer::EngineStepOptions options;
+    options.program = program;
+    return engine_trainer::make_mapped_train_step(spec, pe::DeviceSet(kDevices), options);
+  };
+  const pe::Tree local = step("no-grad-reduction")(args());
+  const engine_trainer::MappedTrainStep shard_mapped = step("psum-loss-in-grad-shard-map");
+  const pe::Tree summed = shard_mapped(args());
+
+  const auto devices = static_cast<size_t>(kDevices);
+  const std::vector<pe::Array> local_grads = local[3].leaves();
+  const std::vector<pe::Array> summed_grads = summed[3].leaves();
+  ASSERT_EQ(summed_grads.size(), local_grads.size());
+  for (size_t leaf = 0; leaf < local_grads.size(); ++leaf) {
+    const std::vector<float> per_device = local_grads[leaf].to_floats();
+    const std::vector<float> found = summed_grads[leaf].to_floats();
+    ASSERT_EQ(found.size(), per_device.size());
+    const size_t count = per_device.size() / devices;
+    for (size_t i = 0; i < count; ++i) {
+      float sum = per_device[i];
+      for (size_t d = 1; d < devices; ++d) sum += per_device[d * count + i];
+      for (size_t d = 0; d < devices; ++d) {
+        ASSERT_EQ(found[d * count + i], sum) << "leaf " << leaf << "[" << i << "] device " << d;
+      }
+    }
+  }
+  const std::vector<float> local_losses = local[2].leaf().to_floats();
+  float loss_sum = local_losses[0];
+  for (size_t d = 1; d < devices; ++d) loss_sum += local_losses[d];
+  for (float loss : summed[2].leaf().to_floats()) EXPECT_EQ(loss, loss_sum);
+
+  // The program JAX traces: the params pvary'd, the loss psum'd by psum_invariant, and the
+  // gradients summed by psum_invariant (pvary's transpose); no plain psum.
+  const std::string text = shard_mapped.program_text(args());
+  EXPECT_NE(text.find("pvary[axes=('data',)]"), std::string::npos) << text;
+  EXPECT_NE(text.find("psum_invariant[axes=('data',)"), std::string::npos) << text;
+  EXPECT_EQ(text.find(" psum["), std::string::npos) << text;
 }
 
 // P11: without a reduction every device applies its own gradient, so the replicas part after

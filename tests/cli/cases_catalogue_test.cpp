@@ -24,13 +24,14 @@ using testing::shell_quote;
 
 const std::string kParity = PARITY_EXECUTABLE;
 
-// Every item of docs/pitfalls.md, the RNG items R1 (torch's seed on every rank) and R2 (a key
-// reused across steps), and the documents' claims no pitfall covers: C3 (ResNet step times, the
-// CPU analogue), C4 (pmap over fewer devices), C5 (debugging inside jit).
+// Every item of docs/pitfalls.md, P3b (P3's step under jax.shard_map), the RNG items R1
+// (torch's seed on every rank) and R2 (a key reused across steps), and the documents' claims no
+// pitfall covers: C1 (communication volume), C2 (a 7B model's memory), C3 (ResNet step times,
+// the CPU analogue), C4 (pmap over fewer devices), C5 (debugging inside jit).
 const std::vector<std::string> kItems = {
-    "S1", "S2", "S3", "S4", "S5",  "S6",  "S7",  "S8",  "S9",  "S10", "S11", "P1", "P2", "P3",
-    "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "R1",  "R2",
-    "C3", "C4", "C5"};
+    "S1",  "S2", "S3", "S4", "S5", "S6", "S7", "S8",  "S9",  "S10", "S11", "P1",  "P2", "P3",
+    "P3b", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "R1", "R2",
+    "C1",  "C2", "C3", "C4", "C5"};
 
 TEST(CasesCatalogue, EveryItemOfThePitfallsListHasExactlyOneCase) {
   std::map<std::string, int> cases_per_item;

@@ -1,5 +1,5 @@
 // The `parity` executable as a user meets it: help, version, exit codes, and the small
-// subcommands (cases, init, rng) whose whole output is checked.
+// subcommands (cases, init, rng, program) whose output is checked.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -39,6 +39,19 @@ TEST(Cli, CasesListShowsTheDocumentsCases) {
   for (const char* name : {"mlp2-fmnist", "linear1024-mse", "mlp4-1024"}) {
     EXPECT_THAT(result.output, HasSubstr(name));
   }
+}
+
+// A program that runs under shard_map prints its shard_map step: values typed with the axes
+// they vary along, the params pvary'd and the gradients summed by psum_invariant; P3's program
+// under pmap prints the jitted step, untyped.
+TEST(Cli, ProgramPrintsTheShardMapStepOfAShardMapProgram) {
+  auto shard_mapped = testing::run_command(kParity + " program p3b-psum-loss-shard-map", 60);
+  ASSERT_EQ(shard_mapped.exit_code, 0) << shard_mapped.output;
+  EXPECT_THAT(shard_mapped.output, HasSubstr("f32[784,256]{V:data} = pvary[axes=('data',)]"));
+  EXPECT_THAT(shard_mapped.output, HasSubstr("f32[784,256] = psum_invariant[axes=('data',)"));
+  auto pmapped = testing::run_command(kParity + " program p3-psum-loss-inside-grad", 60);
+  ASSERT_EQ(pmapped.exit_code, 0) << pmapped.output;
+  EXPECT_THAT(pmapped.output, ::testing::Not(HasSubstr("pvary")));
 }
 
 TEST(Cli, InitWritesTheCasesParametersFromThreefry) {

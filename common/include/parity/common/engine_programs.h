@@ -56,15 +56,21 @@ struct EngineProgram {
   bool resumes_on_half_the_devices = false;  // checkpoint at the middle step, restore (S10)
   bool every_process_reads_everything = false;  // no jax.process_index() sharding (P8)
   bool feeds_65_samples_to_8_devices = false;   // a global batch of 65 mapped as is (P6)
+  // The step under jax.shard_map(check_vma=True) over Mesh(devices, ('data',)), params and
+  // optimizer state replicated P(), x and y split P('data'), instead of under pmap (P3b): the
+  // same code, other autodiff (a replicated parameter's gradient is summed over the devices).
+  bool runs_under_shard_map = false;
   // Trains a layers model (docs/model-layers.md), its BatchNorm statistics threaded through the
   // step as the model state; the others train widths models only.
   bool trains_layer_models = false;
   JitShardings jit = JitShardings::kNotJit;
   Probe probe = Probe::kNone;
 
-  // Whether the program runs in one process only (its state or data lives on one host).
+  // Whether the program runs in one process only (its state or data lives on one host; the
+  // engine's shard_map maps over one process's devices).
   bool needs_one_process() const {
-    return broadcasts_params || initialises_per_device || resumes_on_half_the_devices;
+    return broadcasts_params || initialises_per_device || resumes_on_half_the_devices ||
+           runs_under_shard_map;
   }
 };
 

@@ -1,6 +1,7 @@
 // engine_trainer: the JAX side's producer. Trains a case with pmap_engine, the step written as a
 // JAX user writes it (value_and_grad, the program's gradient reduction, an optax update) under
-// pmap(axis_name="data") on parallel.replicas devices, each fed exactly the samples ddp_ref's
+// pmap(axis_name="data") (or jax.shard_map for a program that runs under it,
+// mapped_train_step.h) on parallel.replicas devices, each fed exactly the samples ddp_ref's
 // rank of the same index reads, and writes the same run directory as ddp_ref (producer
 // "pmap_engine"). The counterpart of ddp_ref (parity/common/producer.h).
 #pragma once
