@@ -34,7 +34,15 @@ enum class JitShardings {
   kAllOnTheDataAxis,     // all four P('data'): params and optimizer state sharded too (P12)
 };
 
-enum class Probe { kNone, kDeviceAxis, kDeviceOrder, kRecompilation, kDropoutKey };
+enum class Probe {
+  kNone,
+  kDeviceAxis,
+  kDeviceOrder,
+  kRecompilation,
+  kDropoutKey,
+  kCommunicationVolume,
+  kMemory7b,
+};
 
 struct EngineProgram {
   std::string name;
