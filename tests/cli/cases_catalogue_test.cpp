@@ -24,11 +24,13 @@ using testing::shell_quote;
 
 const std::string kParity = PARITY_EXECUTABLE;
 
-// Every item of docs/pitfalls.md, and the RNG items R1 (torch's seed on every rank) and R2 (a
-// key reused across steps).
+// Every item of docs/pitfalls.md, the RNG items R1 (torch's seed on every rank) and R2 (a key
+// reused across steps), and the claims C1 (002 §2.3's communication volume) and C2 (000 §2.1's
+// memory of a 7B model).
 const std::vector<std::string> kItems = {
     "S1", "S2", "S3", "S4", "S5",  "S6",  "S7",  "S8",  "S9",  "S10", "S11", "P1", "P2", "P3",
-    "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "R1",  "R2"};
+    "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "R1",  "R2", "C1",
+    "C2"};
 
 TEST(CasesCatalogue, EveryItemOfThePitfallsListHasExactlyOneCase) {
   std::map<std::string, int> cases_per_item;
