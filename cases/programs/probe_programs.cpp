@@ -1,5 +1,6 @@
 // The probe programs of scenario_programs.h: each looks at one engine behaviour a document
-// describes (P7, P13, P14) and reports what it saw.
+// describes (P5, P7, P13, P14) and reports what it saw. The claims' probes (C1, C2) have files
+// of their own.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -201,6 +202,10 @@ ProbeResult run_probe_program(const CaseSpec& spec) {
       return probe_recompilation(spec);
     case Probe::kDropoutKey:
       return probe_dropout_key(spec);
+    case Probe::kCommunicationVolume:
+      return probe_communication_volume(spec);
+    case Probe::kMemory7b:
+      return probe_memory_7b(spec);
     case Probe::kFewerDevices:
       return probe_fewer_devices(spec);
     case Probe::kDebugging:

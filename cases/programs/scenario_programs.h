@@ -45,6 +45,11 @@
 //   probe-device-axis   the shape of loss = pmap(loss_fn)(...) and how to read it (P7)
 //   probe-device-order  the device list, listed repeatedly and from the environment (P13)
 //   probe-recompilation which calls of a jitted step retrace it (P14)
+//   probe-dropout-key   dropout masks from one key, split keys, folded keys (P5)
+//   probe-communication-volume  the bytes each device sends and receives in the pmean of the
+//                       gradients, against a ring all-reduce (C1, communication_probe.cpp)
+//   probe-memory-7b     a 7B model's per-device bytes of parameters, gradients and Adam state,
+//                       from eval_shape, under DDP and sharded (C2, memory_probe.cpp)
 #pragma once
 
 #include <functional>
@@ -139,5 +144,9 @@ struct ProbeResult {
   ObservedFigures figures;   // what it measured, for the case's fact-check and conditions
 };
 ProbeResult run_probe_program(const CaseSpec& spec);
+
+// The probes with files of their own, called by run_probe_program.
+ProbeResult probe_communication_volume(const CaseSpec& spec);
+ProbeResult probe_memory_7b(const CaseSpec& spec);
 
 }  // namespace parity::cases

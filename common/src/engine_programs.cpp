@@ -83,6 +83,12 @@ std::vector<EngineProgram> make_table() {
   table.push_back(probe("probe-dropout-key",
                         "P5: dropout masks from one key, split keys, folded keys",
                         Probe::kDropoutKey));
+  table.push_back(probe("probe-communication-volume",
+                        "C1: bytes each device sends in an all-reduce of the gradients",
+                        Probe::kCommunicationVolume));
+  table.push_back(probe("probe-memory-7b",
+                        "C2: a 7B model's parameters, gradients and Adam state per device",
+                        Probe::kMemory7b));
   table.push_back(probe("probe-fewer-devices",
                         "C4: pmap over fewer devices than there are (000 §3.1)",
                         Probe::kFewerDevices));

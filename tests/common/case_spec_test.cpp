@@ -410,7 +410,9 @@ TEST(CaseSpec, ScenarioErrorsNameTheKeyAndTheFix) {
             "process-data-not-sharded, "
             "axis-name-mismatch, batch-65-on-8, jit-named-sharding, jit-params-sharded, "
             "probe-device-axis, probe-device-order, "
-            "probe-recompilation, probe-dropout-key, found 'psun'; did you mean 'psum'?");
+            "probe-recompilation, probe-dropout-key, probe-communication-volume, "
+            "probe-memory-7b, probe-fewer-devices, probe-debugging, found 'psun'; did you mean "
+            "'psum'?");
   EXPECT_EQ(load_error("p2-psum-not-pmean", {"scenario.quick=[1]"}),
             "--set scenario.quick=[1]: scenario.quick[0]: expected a string, found an integer");
 }

@@ -280,5 +280,32 @@ TEST(CollectivesSchedule, PmappedLargePsumFollowedByAnInPlaceOpKeepsDevicesApart
   }
 }
 
+// ReductionTraffic counts what the schedule moves between device buffers: every other device's
+// operand into device 0's output, and a copy of the result back to each. With S bytes per
+// device (every leaf), device 0 sends and receives (N - 1) * S, every other device S. Two
+// leaves: 1000 f32 (one chunk, one thread) and 600007 bf16 (1.2 MB a device, 9.6 MB in all:
+// threaded, each thread reporting its own range).
+TEST(CollectivesSchedule, ReductionTrafficIsAReduceToDeviceZeroThenABroadcast) {
+  const size_t num_devices = 8;
+  const std::vector<Buffer> small = random_inputs(DType::f32, num_devices, 1000, false, 31);
+  const std::vector<Buffer> large = random_inputs(DType::bf16, num_devices, 600007, false, 32);
+  const int64_t per_device = 1000 * 4 + 600007 * 2;
+  std::vector<std::vector<const Buffer*>> operands(num_devices);
+  for (size_t d = 0; d < num_devices; ++d) operands[d] = {&small[d], &large[d]};
+  const ir::Params params{{"axes", std::string("('i',)")},
+                          {"axis_name", std::string("i")},
+                          {"axis_size", static_cast<int64_t>(num_devices)}};
+  ir::find_primitive("psum").collective_kernel(operands, params);  // before counting: not counted
+
+  ReductionTraffic traffic;
+  EXPECT_TRUE(traffic.sent_bytes().empty());
+  ir::find_primitive("psum").collective_kernel(operands, params);
+  std::vector<int64_t> expected(num_devices, per_device);
+  expected[0] = static_cast<int64_t>(num_devices - 1) * per_device;
+  EXPECT_EQ(traffic.sent_bytes(), expected);
+  EXPECT_EQ(traffic.received_bytes(), expected);
+  EXPECT_THROW(ReductionTraffic(), EngineError);  // one counter at a time
+}
+
 }  // namespace
 }  // namespace pmap_engine

@@ -72,6 +72,9 @@ class Array {
   static Array from_ints(Shape shape, const std::vector<int32_t>& values);
   static Array from_uints(Shape shape, const std::vector<uint32_t>& values);
   static Array scalar(double value, DType dtype = DType::f32);
+  // jax.ShapeDtypeStruct(shape, dtype): an array's type without values or storage, for
+  // eval_shape (transforms.h). Reading its values is an error.
+  static Array shape_dtype_struct(Shape shape, DType dtype);
 
   bool valid() const { return impl_ != nullptr; }
   const Shape& shape() const;
@@ -80,6 +83,7 @@ class Array {
   size_t num_elements() const { return shape_num_elements(shape()); }
 
   bool is_traced() const;
+  bool is_shape_dtype_struct() const;
   ir::TraceContext* trace() const;
   int var() const;
 
@@ -104,6 +108,7 @@ class Array {
     ir::TraceContext* trace = nullptr;  // tracers
     int var = -1;
     bool deleted = false;
+    bool abstract = false;  // shape_dtype_struct
   };
   std::shared_ptr<Impl> impl_;
 };

@@ -67,4 +67,23 @@ Array axis_index(const std::string& axis_name);
 // The axis's size N (jax.lax.axis_size; psum(1, axis_name) in older JAX).
 int64_t axis_size(const std::string& axis_name);
 
+// What the all-reduces (psum, pmean, pmax, pmin) move between devices while an instance lives:
+// bytes sent and received by each position on the reduced axis, summed over calls and over the
+// device groups of a mesh. The devices share the host's memory, and a reduction is a reduce to
+// device 0 then a broadcast from it (collectives.cpp, "Reductions"): every other device's
+// operand is read into device 0's output, and the result copied from there into each other
+// device's output. A transfer is counted once for the device whose buffer it leaves (sent) and
+// once for the device whose buffer it reaches (received). One instance at a time.
+class ReductionTraffic {
+ public:
+  ReductionTraffic();
+  ~ReductionTraffic();
+  ReductionTraffic(const ReductionTraffic&) = delete;
+  ReductionTraffic& operator=(const ReductionTraffic&) = delete;
+
+  // Indexed by position on the axis; as long as the largest position that took part.
+  std::vector<int64_t> sent_bytes() const;
+  std::vector<int64_t> received_bytes() const;
+};
+
 }  // namespace pmap_engine

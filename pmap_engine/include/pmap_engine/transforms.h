@@ -70,6 +70,14 @@ TreeFunction grad(TreeFunction function, std::vector<size_t> argnums = {0}, bool
 // The traced program of `function` for `args` as text, like jax.make_jaxpr.
 std::string make_program(const TreeFunction& function, const std::vector<Tree>& args);
 
+// jax.eval_shape(f, *args): the types of f's outputs, from the types of its arguments alone.
+// f is traced, as jit traces it, on tracers of each leaf's shape and dtype; nothing runs and no
+// argument or output is allocated, so a model of any size can be measured. Leaves of `args` may
+// be concrete arrays or Array::shape_dtype_struct; every argument is dynamic (JAX's: "All
+// arguments passed via eval_shape will be treated as dynamic"). Returns f's output tree with a
+// ShapeDtypeStruct at each leaf. Shape errors are the ones calling f would raise.
+Tree eval_shape(const TreeFunction& function, const std::vector<Tree>& args);
+
 // jax.disable_jit(): while an instance lives, jit runs functions op by op. PE_DISABLE_JIT=1
 // in the environment does the same for the whole process.
 class DisableJit {

@@ -113,6 +113,15 @@ Array::Array(ir::TraceContext* trace, int var, DType dtype, Shape shape)
   impl_->var = var;
 }
 
+Array Array::shape_dtype_struct(Shape shape, DType dtype) {
+  Array array;
+  array.impl_ = std::make_shared<Impl>();
+  array.impl_->dtype = dtype;
+  array.impl_->shape = std::move(shape);
+  array.impl_->abstract = true;
+  return array;
+}
+
 Array Array::from_floats(Shape shape, const std::vector<float>& values) {
   return from_values(DType::f32, std::move(shape), values);
 }
@@ -141,6 +150,7 @@ DType Array::dtype() const {
   return impl_->dtype;
 }
 bool Array::is_traced() const { return impl_ && impl_->trace != nullptr; }
+bool Array::is_shape_dtype_struct() const { return impl_ && impl_->abstract; }
 ir::TraceContext* Array::trace() const { return impl_ ? impl_->trace : nullptr; }
 int Array::var() const { return impl_ ? impl_->var : -1; }
 
@@ -167,6 +177,12 @@ const Buffer& Array::buffer(const char* what) const {
         "no value until the program runs. To look at a value, use pmap_engine::debug_print; to "
         "branch on an argument, mark it static (JitOptions::static_argnums); or run op by op "
         "with pmap_engine::DisableJit / PE_DISABLE_JIT=1.");
+  }
+  if (is_shape_dtype_struct()) {
+    throw EngineError(std::string(what) + " needs the values of a ShapeDtypeStruct " +
+                      type_to_string(dtype(), shape()) +
+                      ": it has a shape and a dtype only. Pass it to eval_shape, which traces a "
+                      "function on such types without computing anything.");
   }
   return impl_->buffer;
 }

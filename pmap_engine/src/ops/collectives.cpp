@@ -78,6 +78,7 @@
 #include "ir/trace.h"
 #include "ir/varying_axes.h"
 #include "ops/kernel_util.h"
+#include "ops/reduction_traffic.h"
 #include "pmap_engine/ops.h"
 
 namespace pmap_engine {
@@ -454,6 +455,14 @@ void fold_range(const DeviceInputs& inputs, size_t leaf, std::vector<Buffer>& ou
     }
   }
   if (streaming) end_streaming();
+  // What the chunks moved between devices (ReductionTraffic): each other device's elements
+  // into device 0's chunk, then device 0's chunk out to each other device. The accumulator of
+  // a 16-bit type is this thread's, standing in for device 0's output it is stored into.
+  const size_t range_bytes = (end - begin) * sizeof(Storage);
+  for (size_t d = 1; d < num_devices; ++d) {
+    ops::record_reduction_transfer(d, 0, range_bytes);
+    ops::record_reduction_transfer(0, d, range_bytes);
+  }
 }
 
 // Runs range(begin, end) over [0, num_elements) cut on multiples of `grain`: on this thread

@@ -40,6 +40,8 @@ enum class Probe {
   kDeviceOrder,
   kRecompilation,
   kDropoutKey,
+  kCommunicationVolume,  // C1: the bytes an all-reduce sends
+  kMemory7b,             // C2: a 7B model's memory from shapes alone
   kFewerDevices,  // C4: pmap over fewer devices than there are
   kDebugging,     // C5: NumPy on a tracer, print inside jit
 };
