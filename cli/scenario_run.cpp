@@ -44,11 +44,12 @@ bool diagnoses_match(const std::vector<std::string>& expected,
 }
 
 // "not equivalent from step 0; diagnosis P2 (Gradients summed, not averaged)", "equivalent
-// over 10 steps".
+// over 10 steps" (also when the loss check's failing steps were judged float noise).
 std::string comparison_summary(const compare::ComparisonResult& result,
                                const ObservedFigures& figures) {
   std::string line = compare::to_string(result.verdict);
-  if (const auto step = figures.number("first_divergent_step")) {
+  const auto step = figures.number("first_divergent_step");
+  if (result.verdict != compare::Verdict::kEquivalent && step) {
     line += fmt::format(" from step {:.0f}", *step);
   } else if (const auto steps = figures.number("steps")) {
     line += fmt::format(" over {:.0f} steps", *steps);

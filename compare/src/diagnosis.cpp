@@ -71,9 +71,14 @@ std::optional<Diagnosis> non_finite_rule(const RunPair& runs, const Findings& fi
       "check that step's input data."};
 }
 
-// A loss psum'd inside the function given to grad is N times the mean loss, and its gradient
-// is N times each device's local one (psum transposes to psum, jax/_src/lax/parallel.py): the
-// recorded loss itself is the tell, already at the first step.
+// A loss psum'd inside the function given to grad is N times the mean loss: the recorded loss
+// itself is the tell, already at the first step. What the gradient becomes depends on the
+// transformation, which the gradient norm ratio tells apart: under pmap (and shard_map with
+// check_vma=False) psum transposes to psum, so each device's gradient is N times its local one
+// and the replicas part; under shard_map with check_vma=True the replicated parameters are
+// pvary'd and pvary transposes to psum_invariant (jax/_src/lax/parallel.py
+// _pvary_transpose_rule), so every device's gradient is the sum over devices, exactly N times
+// the mean.
 std::optional<Diagnosis> summed_loss_rule(const RunPair& runs, const Findings& findings) {
   if (findings.replicas < 2 || runs.common.empty()) return std::nullopt;
   const StepPair& first = runs.common.front();
@@ -81,6 +86,21 @@ std::optional<Diagnosis> summed_loss_rule(const RunPair& runs, const Findings& f
   const double ratio = first.a->loss / first.b->loss;
   const std::string summed = summed_run(ratio, findings.replicas);
   if (summed.empty()) return std::nullopt;
+  const std::optional<NormRatio> gradients = gradient_norm_ratio(runs, findings);
+  if (gradients && summed_run(gradients->ratio, findings.replicas) == summed) {
+    return Diagnosis{
+        "P3", "Loss summed over devices inside the differentiated function",
+        fmt::format("at step {} the loss ratio A/B is {:.6f} and the global gradient norm ratio "
+                    "{:.6f} ({}) with {} replicas: run {}'s loss is the sum over devices and its "
+                    "gradient the sum of all devices' gradients, as jax.shard_map with "
+                    "check_vma=True computes it for replicated parameters",
+                    first.step(), ratio, gradients->ratio, gradients->source, findings.replicas,
+                    summed),
+        "Average the loss instead of summing it: loss = jax.lax.pmean(loss_fn(params, x, y), "
+        "axis_name) inside the differentiated function; under shard_map with check_vma=True "
+        "the gradient of replicated parameters is already reduced over the devices, so no "
+        "reduction follows grad."};
+  }
   return Diagnosis{
       "P3", "Loss summed over devices inside the differentiated function",
       fmt::format("at step {} the loss ratio A/B is {:.6f} with {} replicas: run {}'s loss is "

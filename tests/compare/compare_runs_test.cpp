@@ -125,6 +125,32 @@ TEST(CompareRuns, PsumIsExactlyEightTimesPmean) {
   EXPECT_THAT(swapped.diagnoses.front().evidence, HasSubstr("run B's gradients are the sum"));
 }
 
+// P3's two forms (000 §5.2): the loss psum'd inside grad is 8x DDP's mean loss in both. Under
+// pmap psum transposes to psum, so each device's gradient is 8x its local one (not 8x the mean:
+// the ratio is not 8); under shard_map with check_vma=True the replicated parameters' pvary
+// transposes to psum_invariant (jax/_src/lax/parallel.py _pvary_transpose_rule at
+// jax-v0.11.0), so the gradient is the sum, 8x the mean. The diagnosis says which, and its fix.
+TEST(CompareRuns, ALossSummedInsideGradIsDiagnosedForPmapAndForShardMap) {
+  const auto pmap_form =
+      testing::shared_run("pmap-psum-loss", "pmap", "--program psum-loss-in-grad");
+  const ComparisonResult under_pmap =
+      compare_run_dirs(pmap_form, testing::ddp_run(), CompareOptions{});
+  ASSERT_FALSE(under_pmap.diagnoses.empty());
+  EXPECT_EQ(under_pmap.diagnoses.front().pitfall, "P3");
+  EXPECT_THAT(under_pmap.diagnoses.front().evidence, HasSubstr("8 times its local one"));
+  EXPECT_THAT(under_pmap.diagnoses.front().fix, HasSubstr("psum's transpose is psum"));
+
+  const auto shard_map_form = testing::shared_run("pmap-psum-loss-shard-map", "pmap",
+                                                  "--program psum-loss-in-grad-shard-map");
+  const ComparisonResult under_shard_map =
+      compare_run_dirs(shard_map_form, testing::ddp_run(), CompareOptions{});
+  ASSERT_FALSE(under_shard_map.diagnoses.empty());
+  EXPECT_EQ(under_shard_map.diagnoses.front().pitfall, "P3");
+  EXPECT_THAT(under_shard_map.diagnoses.front().evidence,
+              HasSubstr("the sum of all devices' gradients, as jax.shard_map with check_vma=True"));
+  EXPECT_THAT(under_shard_map.diagnoses.front().fix, HasSubstr("jax.lax.pmean(loss_fn("));
+}
+
 TEST(CompareRuns, RunStoppedByNanLossIsIncompleteAndDiagnosedP10) {
   // ddp_ref makes rank 2's inputs NaN at step 3; the run stops there, marked incomplete.
   const auto stopped = testing::shared_run("ddp-nan-step3", "ddp", "--inject-fault 2:3:nan", 1);
