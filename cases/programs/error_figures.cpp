@@ -5,6 +5,10 @@
 
 namespace parity::cases {
 
+std::string jax_part(const std::string& engine_error) {
+  return engine_error.substr(0, engine_error.find(" (pmap_engine: "));
+}
+
 ObservedFigures error_program_figures(const CaseSpec& spec) {
   const pe::ScopedJaxRelease release = case_jax_release(spec);
   const EngineProgram& program = find_engine_program(spec.scenario.engine_program);
@@ -17,8 +21,8 @@ ObservedFigures error_program_figures(const CaseSpec& spec) {
   figures.set("leading_axis", static_cast<double>(kFed));
   figures.set("devices", static_cast<double>(devices));
   figures.set("leading_axis_below", static_cast<double>(kFed - 1));
-  figures.set_text("error_below",
-                   run_mapped_step(spec, program, kFed - 1, 1).value_or("none: the step ran"));
+  const std::optional<std::string> below = run_mapped_step(spec, program, kFed - 1, 1);
+  figures.set_text("error_below", jax_part(below.value_or("none: the step ran")));
   // What DDP's DistributedSampler does with the same samples instead: pads to a multiple of the
   // rank count by repeating the first ones (torch.utils.data.DistributedSampler.__iter__).
   DistributedSamplerOptions options;

@@ -103,6 +103,9 @@ std::optional<std::string> run_error_program(const CaseSpec& spec);
 // the engine's error message, or nullopt when the step ran.
 std::optional<std::string> run_mapped_step(const CaseSpec& spec, const EngineProgram& program,
                                            int64_t mapped, int64_t per_device);
+// The JAX part of an engine error: the text before the engine's own hint, which follows JAX's
+// text as " (pmap_engine: ...)"; the whole text when there is none.
+std::string jax_part(const std::string& engine_error);
 // What an error program's case quotes besides the error itself (error_figures.cpp): for
 // batch-65-on-8 the error a leading 64 raises and what DistributedSampler does with 65 samples;
 // nothing for the others.

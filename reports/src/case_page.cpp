@@ -31,7 +31,8 @@ std::string figures_table(const CatalogueEntry& entry) {
   out += "<div class=\"card scroll\"><table><thead><tr><th>figure</th><th>value</th></tr></thead>"
          "<tbody>";
   for (const auto& [name, value] : entry.figures) {
-    out += fmt::format("<tr><td><code>{}</code></td><td>{}</td></tr>", e(name), e(value));
+    out += fmt::format("<tr><td class=\"figure-name\"><code>{}</code></td><td>{}</td></tr>",
+                       e(name), e(value));
   }
   return out + "</tbody></table></div></section>";
 }

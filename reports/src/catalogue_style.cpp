@@ -56,6 +56,7 @@ dl.case-facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.5r
 dl.case-facts dt { color: var(--muted); font-weight: 650; }
 dl.case-facts dd { margin: 0; }
 pre.case-toml { overflow-x: auto; font-size: 0.8rem; }
+td.figure-name { white-space: nowrap; }
 
 @media (max-width: 760px) {
   table.catalogue, table.catalogue > tbody, table.catalogue > tbody > tr,

@@ -209,7 +209,7 @@ TEST(CasePage, ShowsTheVerdictWhatWasObservedEveryFigureAndTheCaseFile) {
   EXPECT_TRUE(contains(html, "<span class=\"claim-verdict verdict-confirmed\">confirmed</span>"));
   EXPECT_TRUE(contains(html, "<dt>observed</dt><dd>" + markup_escape(p1.observed) + "</dd>"));
   EXPECT_TRUE(contains(html, "<dt>fact check</dt><dd>" + markup_escape(p1.fact_check) + "</dd>"));
-  EXPECT_TRUE(contains(html, "<tr><td><code>error</code></td><td>" +
+  EXPECT_TRUE(contains(html, "<tr><td class=\"figure-name\"><code>error</code></td><td>" +
                                  markup_escape(p1.figures.front().second) + "</td></tr>"));
   EXPECT_TRUE(contains(html, "id = &quot;P1&quot; # &lt;b&gt;&amp;&lt;/b&gt;") ||
               contains(html, "id = \"P1\" # &lt;b&gt;&amp;&lt;/b&gt;"));
