@@ -357,7 +357,7 @@ TEST(JaxReleaseNumpyConversion, ATracerGivenToNumpyInBothReleases) {
     const ScopedJaxRelease scope(release);
     EXPECT_THAT(error_of([&] { to_numpy({Tree(x)}); }),
                 StartsWith("The numpy.ndarray conversion method __array__() was called on "
-                           "traced array with shape float32[4,3]."));
+                           "traced array with shape float32[4,3] (pmap_engine: "));
   }
   // A concrete array converts to its values.
   EXPECT_EQ(numpy_asarray(x), std::vector<double>(12, 1.5));

@@ -2,8 +2,9 @@
 // NumPy function does first. On a concrete array it is the values; on a tracer (inside jit,
 // grad or pmap) JAX refuses with TracerArrayConversionError, raised by Tracer.__array__
 // (jax/_src/core.py at jax-v0.4.38 and jax-v0.11.0; the text is TracerArrayConversionError's
-// __init__ in jax/_src/errors.py, the same at both tags). The engine's message continues, where
-// JAX's names the Python function being traced, with the fix JAX's docs give: jax.numpy.
+// __init__ in jax/_src/errors.py, the same at both tags). Where JAX's message goes on to name the
+// Python function being traced, the engine's adds, in parentheses, the fix JAX's docs give:
+// jax.numpy.
 #pragma once
 
 #include <string>

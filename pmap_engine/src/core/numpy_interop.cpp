@@ -35,9 +35,9 @@ std::vector<double> numpy_asarray(const Array& x) {
     throw EngineError("The numpy.ndarray conversion method __array__() was called on traced "
                       "array with shape " +
                       numpy_dtype_name(x.dtype()) + "[" + shape +
-                      "]. A NumPy function was given a traced array: inside jit, grad or pmap "
-                      "use the jax.numpy function instead (pmap_engine ops), or move the NumPy "
-                      "call outside the transformation.");
+                      "] (pmap_engine: a NumPy function was given a traced array; inside jit, "
+                      "grad or pmap use the jax.numpy function instead, pmap_engine's ops, or "
+                      "move the NumPy call outside the transformation)");
   }
   return x.to_doubles();
 }
