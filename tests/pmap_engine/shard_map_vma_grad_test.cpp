@@ -184,6 +184,23 @@ TEST(ShardMapVmaGrad, ExactGradientsAreJaxs) {
             (std::vector<float>{0, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75}));
 }
 
+// A pmap step moved into shard_map as it is: grads = grad(local loss); grads = pmean(grads). The
+// gradient of replicated w is already the sum over devices (invariant, (12, 16) above); pmean is
+// psum then a division, and psum of an invariant value first pvary's it (jax-v0.11.0
+// jax/_src/lax/parallel.py bind_psum_invariant: pvary over the axes the leaf does not vary
+// along), so it adds the 4 equal copies and the division by 4 gives the sum back: (12, 16), 4x
+// the mean (3, 4) the pmap step computes. The port silently multiplies the update by the
+// device count.
+TEST(ShardMapVmaGrad, APmapStepPortedAsItIsPmeansAnAlreadySummedGradient) {
+  ShardMapped step = shard_map(
+      [](const std::vector<Tree>& args) {
+        const Tree grads = grad(as_tree(linear_loss), {0, 1})(args);
+        return Tree(pmean(grads[0].leaf(), "x"));
+      },
+      mesh_4(), options(kReplicated, kSplit, {kReplicated}));
+  EXPECT_EQ(step({kOnes, kIota}).leaf().to_floats(), (std::vector<float>{12, 16}));
+}
+
 TEST(ShardMapVmaGrad, ReplicatedGradientsOfVaryingValuesAreRefusedAsReplicated) {
   // x's gradient varies: out_specs P() for it is JAX's replication error.
   ShardMapped step = shard_map(
