@@ -358,8 +358,10 @@ RunDirWriter::~RunDirWriter() {
 
 void RunDirWriter::append_step(const StepMetrics& metrics) {
   // One write per line, flushed at once: a killed producer loses at most the line in flight.
-  metrics_ << step_metrics_to_json(metrics).dump(-1, ' ', false, Json::error_handler_t::replace)
-           << '\n';
+  const std::string line =
+      step_metrics_to_json(metrics).dump(-1, ' ', false, Json::error_handler_t::replace);
+  std::lock_guard<std::mutex> lock(mutex_);
+  metrics_ << line << '\n';
   metrics_.flush();
   if (!metrics_) {
     throw RunError("writing step " + std::to_string(metrics.step) + " to " +
@@ -390,7 +392,7 @@ void RunDirWriter::write_tensors(int64_t step, const NamedTensors& tensors) {
 }
 
 void RunDirWriter::finish() {
-  std::lock_guard<std::mutex> lock(run_json_mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   metrics_.flush();
   info_.status = "complete";
   info_.failure.clear();
@@ -398,7 +400,7 @@ void RunDirWriter::finish() {
 }
 
 void RunDirWriter::mark_incomplete(const std::string& why) {
-  std::lock_guard<std::mutex> lock(run_json_mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
   if (info_.status != "running") return;  // the first reason stands; a stop after the end is none
   metrics_.flush();  // keep every step written so far
   info_.status = "incomplete";

@@ -115,8 +115,10 @@ class RunDirWriter {
   RunInfo info_;
   std::ofstream metrics_;
   std::ofstream rng_;
-  // run.json is written by the trainer and, on a stop signal, by the termination thread.
-  mutable std::mutex run_json_mutex_;
+  // run.json and metrics.jsonl are written by the trainer and, on a stop signal, by the
+  // termination thread (which flushes the metrics before marking the run incomplete): two
+  // unguarded flushes of one stream could write its pending line twice.
+  mutable std::mutex mutex_;
   std::unique_ptr<TerminationAction> on_stop_;
 };
 
