@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace parity::cli {
 namespace {
@@ -70,11 +71,18 @@ ObservedFigures comparison_figures(const compare::ComparisonResult& result) {
   figures.set_text("diagnoses", ids.empty() ? "none" : fmt::format("{}", fmt::join(ids, ", ")));
   figures.set_text("headline", result.headline);
   figures.set_text("first_divergent_step", "none");
+  figures.set_text("first_failing_step", "none");
+  std::optional<int64_t> first_failing;
   for (const compare::Check& check : result.checks) {
     if (check.id == "loss_curve" && check.first_failing_step) {
       figures.set("first_divergent_step", static_cast<double>(*check.first_failing_step));
     }
+    if (check.status == compare::CheckStatus::kFail && check.first_failing_step) {
+      first_failing = std::min(first_failing.value_or(*check.first_failing_step),
+                               *check.first_failing_step);
+    }
   }
+  if (first_failing) figures.set("first_failing_step", static_cast<double>(*first_failing));
   figures.set("replicas_a", static_cast<double>(result.a.replicas));
   figures.set("processes_a", static_cast<double>(result.a.processes));
   figures.set("replicas_b", static_cast<double>(result.b.replicas));

@@ -4,6 +4,7 @@
 //   replicas_a, processes_a, replicas_b, _b  each run's devices (ranks) and processes
 //   steps                                  the steps compared
 //   first_divergent_step                   the loss check's first failing step ("none")
+//   first_failing_step                     the first step any failing check failed at
 //   loss_a.first, loss_a.last, loss_b.*    run A's (the engine's) and run B's mean loss
 //   loss_ratio.first, .last                loss A / loss B
 //   loss_a.mean_abs_change, loss_b.*       the mean |loss(t+1) - loss(t)|: how it oscillates

@@ -48,7 +48,7 @@ bool diagnoses_match(const std::vector<std::string>& expected,
 std::string comparison_summary(const compare::ComparisonResult& result,
                                const ObservedFigures& figures) {
   std::string line = compare::to_string(result.verdict);
-  const auto step = figures.number("first_divergent_step");
+  const auto step = figures.number("first_failing_step");
   if (result.verdict != compare::Verdict::kEquivalent && step) {
     line += fmt::format(" from step {:.0f}", *step);
   } else if (const auto steps = figures.number("steps")) {

@@ -44,6 +44,9 @@ std::vector<EngineProgram> make_table() {
                          "P3b: the same step under shard_map(check_vma=True), params P()"));
   table.back().reduction = GradientReduction::kPsumInsideLoss;
   table.back().runs_under_shard_map = true;
+  table.push_back(trains("pmean-shard-map",
+                         "P3c: the pmean step moved into shard_map(check_vma=True) as it is"));
+  table.back().runs_under_shard_map = true;
   table.push_back(trains("params-in-axes-none",
                          "S4: params broadcast with in_axes=None, not replicated"));
   table.back().broadcasts_params = true;

@@ -112,6 +112,9 @@ std::optional<Diagnosis> summed_loss_rule(const RunPair& runs, const Findings& f
       "grad scales every device's gradient by the device count."};
 }
 
+// Summed gradients have two causes the runs cannot tell apart: a psum without the division, or
+// a pmap step (grad, then pmean) moved into shard_map(check_vma=True), where grad already sums
+// the replicated parameters' gradients and pmean keeps the sum (case P3c). The fix names both.
 std::optional<Diagnosis> summed_gradients_rule(const RunPair& runs, const Findings& findings) {
   const std::optional<NormRatio> ratio = gradient_norm_ratio(runs, findings);
   if (!ratio || findings.replicas < 2) return std::nullopt;
@@ -123,7 +126,10 @@ std::optional<Diagnosis> summed_gradients_rule(const RunPair& runs, const Findin
                   "run {}'s gradients are the sum over replicas, not the mean",
                   ratio->step, ratio->ratio, ratio->source, findings.replicas, summed),
       "Average the gradients over the device axis: grads = jax.lax.pmean(grads, axis_name) (or "
-      "psum, then divide by the axis size), as DDP's all-reduce averages them."};
+      "psum, then divide by the axis size), as DDP's all-reduce averages them. If the step "
+      "already pmeans them inside jax.shard_map with check_vma=True, grad has summed the "
+      "replicated parameters' gradients and the pmean keeps the sum: pmean the loss inside "
+      "grad instead and reduce nothing after it."};
 }
 
 std::optional<Diagnosis> data_rule(const Findings& findings) {

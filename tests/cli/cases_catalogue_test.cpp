@@ -24,13 +24,15 @@ using testing::shell_quote;
 
 const std::string kParity = PARITY_EXECUTABLE;
 
-// Every item of docs/pitfalls.md, P3b (P3's step under jax.shard_map), the RNG items R1
+// Every item of docs/pitfalls.md, P3b (P3's step under jax.shard_map), P3c (the pmap step moved
+// into jax.shard_map as it is), the RNG items R1
 // (torch's seed on every rank) and R2 (a key reused across steps), and the documents' claims no
 // pitfall covers: C1 (communication volume), C2 (a 7B model's memory), C3 (ResNet step times,
 // the CPU analogue), C4 (pmap over fewer devices), C5 (debugging inside jit).
 const std::vector<std::string> kItems = {
     "S1",  "S2", "S3", "S4", "S5", "S6", "S7", "S8",  "S9",  "S10", "S11", "P1",  "P2", "P3",
-    "P3b", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "R1", "R2",
+    "P3b", "P3c", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "R1",
+    "R2",
     "C1",  "C2", "C3", "C4", "C5"};
 
 TEST(CasesCatalogue, EveryItemOfThePitfallsListHasExactlyOneCase) {
@@ -122,8 +124,9 @@ TEST(CasesCatalogue, RunAllBehavesAsEachCaseExpectsAndWritesTheCatalogue) {
   }
   EXPECT_TRUE(fs::exists(out.path("catalogue/index.html")));
   EXPECT_TRUE(fs::exists(out.path("catalogue/catalogue.md")));
+  // The gradients part at step 0 (8x DDP's), the losses at step 1 (after the first update).
   EXPECT_THAT(run.output, HasSubstr("P2   partly                psum instead of pmean: not "
-                                     "equivalent from step 1; diagnosis P2"));
+                                     "equivalent from step 0; diagnosis P2"));
 }
 
 // Numbers in a fact-check come from the run (placeholders), never from the case file: with

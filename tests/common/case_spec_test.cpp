@@ -405,7 +405,7 @@ TEST(CaseSpec, ScenarioErrorsNameTheKeyAndTheFix) {
   EXPECT_EQ(load_error("p2-psum-not-pmean", {"scenario.engine_program=psun"}),
             "--set scenario.engine_program=psun: scenario.engine_program: expected one of pmean, "
             "psum, psum-divide, psum-loss-in-grad, psum-loss-in-grad-shard-map, "
-            "params-in-axes-none, init-per-device, "
+            "pmean-shard-map, params-in-axes-none, init-per-device, "
             "no-grad-reduction, update-inside-accumulation, loss-without-cast, checkpoint-reshard, "
             "process-data-not-sharded, "
             "axis-name-mismatch, batch-65-on-8, jit-named-sharding, jit-params-sharded, "
