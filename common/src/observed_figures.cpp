@@ -59,9 +59,10 @@ std::vector<std::string> ObservedFigures::names() const {
 }
 
 std::string ObservedFigures::fill(const std::string& text) const {
+  const std::vector<TextPiece> pieces = split_placeholders(text);
   std::vector<std::string> missing;
-  for (const auto& [name, spec] : placeholders(text)) {
-    if (!find(name)) missing.push_back(name);
+  for (const TextPiece& piece : pieces) {
+    if (piece.is_placeholder && !find(piece.name)) missing.push_back(piece.name);
   }
   if (!missing.empty()) {
     throw InputError(fmt::format(
@@ -69,21 +70,8 @@ std::string ObservedFigures::fill(const std::string& text) const {
         entries_.empty() ? std::string("none") : fmt::format("{}", fmt::join(names(), ", "))));
   }
   std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if ((text[i] == '{' || text[i] == '}') && i + 1 < text.size() && text[i + 1] == text[i]) {
-      out += text[i++];
-      continue;
-    }
-    if (text[i] != '{') {
-      out += text[i];
-      continue;
-    }
-    const size_t close = text.find('}', i);
-    const std::string inside = text.substr(i + 1, close - i - 1);
-    const size_t colon = inside.find(':');
-    out += *formatted(inside.substr(0, colon),
-                      colon == std::string::npos ? "" : inside.substr(colon + 1));
-    i = close;
+  for (const TextPiece& piece : pieces) {
+    out += piece.is_placeholder ? *formatted(piece.name, piece.spec) : piece.literal;
   }
   return out;
 }
@@ -100,11 +88,16 @@ ObservedFigures::Entry& ObservedFigures::slot(const std::string& name) {
   return entries_.back();
 }
 
-std::vector<std::pair<std::string, std::string>> placeholders(const std::string& text) {
-  std::vector<std::pair<std::string, std::string>> found;
+std::vector<TextPiece> split_placeholders(const std::string& text) {
+  std::vector<TextPiece> pieces;
+  std::string literal;
+  const auto end_literal = [&] {
+    if (!literal.empty()) pieces.push_back({false, std::move(literal), "", ""});
+    literal.clear();
+  };
   for (size_t i = 0; i < text.size(); ++i) {
     if ((text[i] == '{' || text[i] == '}') && i + 1 < text.size() && text[i + 1] == text[i]) {
-      ++i;  // "{{" or "}}": a literal brace
+      literal += text[i++];  // "{{" or "}}": a literal brace
       continue;
     }
     if (text[i] == '}') {
@@ -112,7 +105,10 @@ std::vector<std::pair<std::string, std::string>> placeholders(const std::string&
                                    "for a literal brace",
                                    i + 1));
     }
-    if (text[i] != '{') continue;
+    if (text[i] != '{') {
+      literal += text[i];
+      continue;
+    }
     const size_t close = text.find_first_of("{}", i + 1);
     if (close == std::string::npos || text[close] != '}') {
       throw InputError(fmt::format("the placeholder opened at character {} is not closed; write "
@@ -125,8 +121,19 @@ std::vector<std::pair<std::string, std::string>> placeholders(const std::string&
     if (name.empty()) {
       throw InputError(fmt::format("the placeholder at character {} names no figure", i + 1));
     }
-    found.emplace_back(name, colon == std::string::npos ? "" : inside.substr(colon + 1));
+    end_literal();
+    pieces.push_back(
+        {true, "", name, colon == std::string::npos ? "" : inside.substr(colon + 1)});
     i = close;
+  }
+  end_literal();
+  return pieces;
+}
+
+std::vector<std::pair<std::string, std::string>> placeholders(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> found;
+  for (const TextPiece& piece : split_placeholders(text)) {
+    if (piece.is_placeholder) found.emplace_back(piece.name, piece.spec);
   }
   return found;
 }

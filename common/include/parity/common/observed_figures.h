@@ -48,8 +48,16 @@ class ObservedFigures {
   std::vector<Entry> entries_;
 };
 
-// The placeholders of `text` in order, as (name, format spec). Throws InputError for an
-// unbalanced brace or an empty name ("{{" and "}}" are literal braces).
+// A fact-check cut into literal text and placeholders, in order ("{{" and "}}" become literal
+// braces). Throws InputError for an unbalanced brace or an empty name.
+struct TextPiece {
+  bool is_placeholder = false;
+  std::string literal;     // a literal piece
+  std::string name, spec;  // a placeholder: the figure and its format spec ("" or ".3g")
+};
+std::vector<TextPiece> split_placeholders(const std::string& text);
+
+// The placeholders of `text` in order, as (name, format spec), as split_placeholders finds them.
 std::vector<std::pair<std::string, std::string>> placeholders(const std::string& text);
 
 struct FigureCondition {
