@@ -15,12 +15,7 @@ namespace {
 
 // The error a call raises, or "none: it ran".
 std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const pe::EngineError& error) {
-    return error.what();
-  }
-  return "none: it ran";
+  return engine_error_of(call).value_or("none: it ran");
 }
 
 // Redirects std::cerr, where debug_print writes, into a string for its lifetime.
@@ -42,11 +37,7 @@ class CapturedStderr {
 ProbeResult probe_fewer_devices(const CaseSpec& spec) {
   const int64_t available = spec.parallel.replicas;
   const int64_t fewer = available / 2;
-  pe::PmapOptions options;
-  options.axis_name = "data";
-  options.in_axes = {std::nullopt, 0, 0};  // params broadcast, data mapped
-  options.devices = pe::DeviceSet(static_cast<int>(available));
-  const pe::Pmapped loss = pe::pmap(case_loss(spec), options);
+  const pe::Pmapped loss = pe::pmap(case_loss(spec), broadcast_params_options(spec));
   const auto mapped_loss = [&](int64_t leading) {
     const MappedBatch batch =
         first_samples(spec, "probe-fewer-devices", leading, spec.data.per_replica_batch);

@@ -26,13 +26,9 @@ ProbeResult probe_communication_volume(const CaseSpec& spec) {
   const MappedBatch batch =
       first_samples(spec, "probe-communication-volume", devices, spec.data.per_replica_batch);
   const pe::TreeFunction grad_fn = pe::grad(case_loss(spec));
-  pe::PmapOptions options;
-  options.axis_name = "data";
-  options.in_axes = {std::nullopt, 0, 0};  // params replicated, data mapped
-  options.devices = pe::DeviceSet(static_cast<int>(devices));
   const pe::Pmapped step = pe::pmap(
       [grad_fn](const std::vector<pe::Tree>& args) { return pe::pmean(grad_fn(args), "data"); },
-      options);
+      broadcast_params_options(spec));
   const pe::Tree params = case_params(spec);
   std::vector<int64_t> sent;
   std::vector<int64_t> received;

@@ -23,12 +23,9 @@ ProbeResult probe_device_axis(const CaseSpec& spec) {
   const int64_t devices = spec.parallel.replicas;
   const MappedBatch batch =
       first_samples(spec, "probe-device-axis", devices, spec.data.per_replica_batch);
-  pe::PmapOptions options;
-  options.axis_name = "data";
-  options.in_axes = {std::nullopt, 0, 0};  // params broadcast, data mapped
-  options.devices = pe::DeviceSet(static_cast<int>(devices));
-  const pe::Array losses =
-      pe::pmap(case_loss(spec), options)({case_params(spec), batch.x, batch.y}).leaf();
+  const pe::Array losses = pe::pmap(case_loss(spec), broadcast_params_options(spec))(
+                               {case_params(spec), batch.x, batch.y})
+                               .leaf();
   const std::vector<double> values = losses.to_doubles();
   double mean = 0;
   for (double value : values) mean += value / static_cast<double>(values.size());

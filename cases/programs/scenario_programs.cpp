@@ -171,21 +171,32 @@ std::optional<std::string> run_error_program(const CaseSpec& spec) {
                          global_65 ? 1 : spec.data.per_replica_batch);
 }
 
-std::optional<std::string> run_mapped_step(const CaseSpec& spec, const EngineProgram& program,
-                                           int64_t mapped, int64_t per_device) {
-  const MappedGradients gradients = mapped_gradients(program, case_loss(spec));
-  const MappedBatch batch = first_samples(spec, program.name, mapped, per_device);
-  // 000 §5.3's in_axes=(None, 0, 0): params broadcast, data mapped.
+pe::PmapOptions broadcast_params_options(const CaseSpec& spec, const std::string& axis_name) {
   pe::PmapOptions options;
-  options.axis_name = gradients.axis_name;
+  options.axis_name = axis_name;
   options.in_axes = {std::nullopt, 0, 0};
   options.devices = pe::DeviceSet(static_cast<int>(spec.parallel.replicas));
+  return options;
+}
+
+std::optional<std::string> engine_error_of(const std::function<void()>& run) {
   try {
-    pe::pmap(gradients.loss_and_reduced_grads(), options)({case_params(spec), batch.x, batch.y});
+    run();
   } catch (const pe::EngineError& error) {
     return std::string(error.what());
   }
   return std::nullopt;
+}
+
+std::optional<std::string> run_mapped_step(const CaseSpec& spec, const EngineProgram& program,
+                                           int64_t mapped, int64_t per_device) {
+  const MappedGradients gradients = mapped_gradients(program, case_loss(spec));
+  const MappedBatch batch = first_samples(spec, program.name, mapped, per_device);
+  return engine_error_of([&] {
+    pe::pmap(gradients.loss_and_reduced_grads(),
+             broadcast_params_options(spec, gradients.axis_name))(
+        {case_params(spec), batch.x, batch.y});
+  });
 }
 
 }  // namespace parity::cases

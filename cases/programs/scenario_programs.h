@@ -61,6 +61,7 @@
 #include "parity/common/engine_programs.h"
 #include "parity/common/observed_figures.h"
 #include "pmap_engine/jax_release.h"
+#include "pmap_engine/pmap.h"
 #include "pmap_engine/transforms.h"
 
 namespace parity::cases {
@@ -98,6 +99,13 @@ pmap_engine::ScopedJaxRelease case_jax_release(const CaseSpec& spec);
 // Error programs (P1, P6, S5, P12) fail before training: runs one step of the case the way the
 // program does and returns the engine's error message, or nullopt when the step ran without one.
 std::optional<std::string> run_error_program(const CaseSpec& spec);
+// pmap's options for a (params, x, y) step as 000 §5.3 writes it: in_axes=(None, 0, 0), params
+// broadcast and data mapped, over the case's parallel.replicas devices, bound to `axis_name`.
+pe::PmapOptions broadcast_params_options(const CaseSpec& spec,
+                                         const std::string& axis_name = "data");
+// The engine error `run` raises, or nullopt when it runs through.
+std::optional<std::string> engine_error_of(const std::function<void()>& run);
+
 // One step of the program's mapped gradients under pmap(in_axes=(None, 0, 0)) on the case's
 // devices, fed the first `mapped` x `per_device` samples as a [mapped, per_device, ...] batch:
 // the engine's error message, or nullopt when the step ran.

@@ -47,13 +47,10 @@ std::optional<std::string> run_sharded_jit_program(const CaseSpec& spec,
   const GlobalBatch batch =
       global_samples(spec, program.name, spec.parallel.replicas * spec.data.per_replica_batch);
   const pe::Tree params = case_params(spec);
-  try {
+  return engine_error_of([&] {
     pe::jit(p_train_step, options,
             "p_train_step_jit")({params, optimizer.init(params), batch.x, batch.y});
-  } catch (const pe::EngineError& error) {
-    return std::string(error.what());
-  }
-  return std::nullopt;
+  });
 }
 
 }  // namespace parity::cases
