@@ -82,12 +82,11 @@ std::vector<Array> TraceContext::record(const Primitive& primitive,
   return tracers;
 }
 
-const VaryingAxes& TraceContext::varying_of(const Array& value) {
-  static const VaryingAxes kNone;
+VaryingAxes TraceContext::varying_of(const Array& value) {
   // A tracer of a finished trace has no type to read: var_for raises JAX's error for it.
   if (!value.is_traced() || std::find(active_traces.begin(), active_traces.end(), value.trace()) ==
                                 active_traces.end()) {
-    return kNone;
+    return {};
   }
   return value.trace()->program_.vars[static_cast<size_t>(value.var())].varying;
 }

@@ -32,7 +32,10 @@ class TraceContext {
   int depth() const { return depth_; }
 
   // The mesh axes `value` varies along: its trace's type for a tracer, none for a concrete array.
-  static const VaryingAxes& varying_of(const Array& value);
+  // A copy, not a reference into the trace's variable table: binding the next primitive grows
+  // that table, so a reference held across a bind (as in `vary(full(...), varying_of(x))`,
+  // whose arguments evaluate in either order) would dangle.
+  static VaryingAxes varying_of(const Array& value);
 
   // The innermost active context, or nullptr.
   static TraceContext* current();
