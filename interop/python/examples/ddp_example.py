@@ -22,16 +22,22 @@ Refused with a message (ddp_ref supports them, these examples do not): other dat
 losses, gradient accumulation, 16-bit dtypes.
 
 Without RANK in the environment a script starts parallel.replicas copies of itself (MASTER_ADDR,
-MASTER_PORT on a free loopback port, RANK, WORLD_SIZE), waits for them with a deadline, and stops
-the others when one fails. Started by torchrun it runs as the rank torchrun gives it.
+MASTER_PORT, RANK, WORLD_SIZE), waits for them with a deadline, and stops the others when one
+fails. Like torchrun's agent, the launcher hosts the rendezvous store itself, on a port the
+kernel gives it (TCPStore port 0), and the ranks join it as clients
+(TORCHELASTIC_USE_AGENT_STORE; torch/distributed/rendezvous.py, _create_c10d_store): a port
+picked free and released before rank 0 binds it could be taken in between by another job on
+the machine. A rank still running at the deadline prints its Python stacks (faulthandler on
+SIGUSR1) before it is stopped, so a stall says where it stood. Started by torchrun it runs as
+the rank torchrun gives it.
 """
 
 import argparse
 import datetime
 import gzip
 import os
+import faulthandler
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -132,7 +138,7 @@ def make_optimizer(torch, case, params):
 def train_rank(args, case, build_model):
     """One rank's run. build_model(torch, case, init_path) returns the model, its parameters
     loaded from the init file."""
-    # torch is imported by the ranks only: the launcher does not need its second of start-up.
+    # Imported here, not at the top: --help and a bad case file answer without torch's start-up.
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -142,6 +148,7 @@ def train_rank(args, case, build_model):
 
     from parity_torch_log import TorchRunLogger
 
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the launcher's dump_stacks
     torch.set_num_threads(1)  # ddp_ref runs each rank on one intra-op thread
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -197,17 +204,25 @@ def train_rank(args, case, build_model):
 
 # ---- launching --------------------------------------------------------------------------------
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def dump_stacks(children):
+    """Asks every rank still running to print its threads' Python stacks (train_rank registers
+    faulthandler on SIGUSR1) and gives them a moment to write."""
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGUSR1)
+    time.sleep(2)
 
 
 def launch(args, world):
     """Starts `world` ranks of the running script and waits for all of them, at most
     args.deadline seconds; the first failure (or the deadline) stops the rest."""
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               WORLD_SIZE=str(world))
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, world, True,
+                          datetime.timedelta(seconds=args.timeout), wait_for_workers=False)
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
+               WORLD_SIZE=str(world), TORCHELASTIC_USE_AGENT_STORE="True",
+               TORCHELASTIC_RESTART_COUNT="0")
     children = []
     # A SIGTERM (a test's timeout, a CI runner cancelling) must not leave ranks behind.
     signal.signal(signal.SIGTERM,
@@ -225,6 +240,7 @@ def launch(args, world):
                     failure = f"rank {rank} exited with status {child.returncode}"
             if time.monotonic() > deadline:
                 failure = f"the ranks did not finish within --deadline {args.deadline} s"
+                dump_stacks(children)
             time.sleep(0.05)
         if failure is None:
             failure = next((f"rank {r} exited with status {c.returncode}"
