@@ -20,6 +20,8 @@
 //                                                        the learning rate does not
 //   S1   rounding differences grew                      step-0 gradients and update agree,
 //                                                        later steps part
+// The rules of the framework defaults (M1, M2, M6, M7: default_rules.h) run before the S1 rule
+// each is an instance of.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -27,6 +29,7 @@
 
 #include "case_toml.h"
 #include "checks.h"
+#include "default_rules.h"
 #include "figures.h"
 
 namespace parity::compare {
@@ -405,8 +408,15 @@ std::vector<Diagnosis> diagnose(const RunPair& runs, const Findings& findings) {
   }
   if (add(replica_rule(runs, findings))) return diagnoses;
   if (add(accumulation_rule(runs, findings))) return diagnoses;
+  // The framework defaults (default_rules.h) before the generic causes they are instances of.
+  if (add(initialiser_rule(runs, findings))) return diagnoses;
   if (add(initial_parameters_rule(runs, findings))) return diagnoses;
+  // Runs that agree within the tolerances get no diagnosis, even where a rule would measure a
+  // difference below them.
+  if (!first_parting(findings)) return diagnoses;
+  if (add(weight_decay_rule(runs, findings))) return diagnoses;
   if (add(optimizer_rule(runs, findings))) return diagnoses;
+  if (add(batch_norm_momentum_rule(runs, findings))) return diagnoses;
   add(drift_rule(runs, findings));
   return diagnoses;
 }

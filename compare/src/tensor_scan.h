@@ -58,6 +58,10 @@ struct TensorScan {
   std::map<int64_t, std::vector<uint64_t>> digests_a, digests_b;
 };
 
+// A recorded F32 or F64 tensor's values; InputError naming `file` and `name` for another dtype.
+std::vector<double> to_doubles(const HostTensor& tensor, const std::string& name,
+                               const std::string& file);
+
 // Reads and compares; InputError names the file when a tensor file is malformed or a recorded
 // tensor has a dtype the comparison cannot read.
 TensorScan scan_tensors(const RunDir& a, const RunDir& b, double rtol, double atol);

@@ -44,11 +44,13 @@ inline std::filesystem::path shared_runs_root() {
   return root;
 }
 
-// The run `name`, made once with `parity SUBCOMMAND kSmallCase OPTIONS --out DIR`; the command
-// must exit with `expected_exit_code` (1 for a run that fails on purpose).
+// The run `name`, made once with `parity SUBCOMMAND CASE OPTIONS --out DIR`, CASE being
+// kSmallCase unless given; the command must exit with `expected_exit_code` (1 for a run that
+// fails on purpose).
 inline std::filesystem::path shared_run(const std::string& name, const std::string& subcommand,
                                         const std::string& options = "",
-                                        int expected_exit_code = 0) {
+                                        int expected_exit_code = 0,
+                                        const std::string& case_text = kSmallCase) {
   namespace fs = std::filesystem;
   const fs::path root = shared_runs_root();
   const fs::path run = root / name;
@@ -58,7 +60,7 @@ inline std::filesystem::path shared_run(const std::string& name, const std::stri
   fs::create_directories(scratch);
   const CommandResult result =
       run_command(fmt::format("{} {} {} {} --quiet --out {}", PARITY_EXECUTABLE, subcommand,
-                              kSmallCase, options, shell_quote((scratch / "run").string())));
+                              case_text, options, shell_quote((scratch / "run").string())));
   EXPECT_EQ(result.exit_code, expected_exit_code) << result.output;
   std::error_code ignored;
   fs::rename(scratch / "run", run, ignored);  // fails harmlessly if another process won

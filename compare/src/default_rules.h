@@ -1,0 +1,27 @@
+// Diagnosis rules for the framework defaults that differ between PyTorch and Flax/Optax
+// (../shared/docs/migration-defaults.md; the catalogue's M cases, cases/m*.toml). Each reads its
+// fingerprint from the recorded tensors alone, never from the case files, so it judges imported
+// real runs as it judges the producers' runs, and stays silent where its fingerprint is absent.
+//
+//   M1  initialisers            kernels' std x sqrt(fan_in) at the first step: 1 (Flax's
+//                               lecun_normal) vs 1/sqrt(3) (PyTorch's kaiming_uniform(a=sqrt 5)),
+//                               biases zero vs uniform
+//   M2  BatchNorm momentum      running means at step 0 in a constant ratio in every channel, the
+//                               EMA weights solved from steps 0 and 1
+//   M6  Adam L2 vs AdamW        equal gradients; the first updates differ by lr x lambda x theta
+//                               and point opposite ways exactly where |g| < lambda |theta|
+//   M7  decoupled decay lambda  equal gradients; the first updates differ by exactly
+//                               -lr (lambda_A - lambda_B) theta
+#pragma once
+
+#include <optional>
+
+#include "checks.h"
+
+namespace parity::compare {
+
+std::optional<Diagnosis> initialiser_rule(const RunPair& runs, const Findings& findings);
+std::optional<Diagnosis> batch_norm_momentum_rule(const RunPair& runs, const Findings& findings);
+std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& findings);
+
+}  // namespace parity::compare
