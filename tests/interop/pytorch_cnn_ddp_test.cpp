@@ -13,12 +13,14 @@
 // (Flax's update from 1: 0.9 * 1 + 0.1 * biased batch variance); and `parity tensors diff
 // --case` finds the helper's torch-named files and the imported ones the same. And `parity
 // compare` judges the imported run against `parity ddp cnn-fmnist` on the same overrides:
-// equivalent, BatchNorm statistics included.
+// equivalent, BatchNorm statistics included. Against the engine with Flax's BatchNorm momentum
+// default, the diagnosis reads M2 from the imported statistics alone.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -27,6 +29,7 @@
 #include "parity/common/model_layers.h"
 #include "parity/common/run_dir.h"
 #include "parity/common/tensor_file.h"
+#include "parity/compare/compare.h"
 #include "python_helper_support.h"
 #include "test_files.h"
 
@@ -186,6 +189,39 @@ TEST(PytorchCnnDdp, RealTorchDdpRunOfCnnFmnistIsEquivalentToDdpRef) {
   EXPECT_THAT(testing::read_bytes(dir.path("report") / "report.md"),
               HasSubstr("Recorded tensors (168 judged): at 0 of 6 group-steps A's worst tensor "
                         "is further from the oracle than 2 x B's worst."));
+}
+
+// The user's real PyTorch job keeps BatchNorm2d's default momentum=0.1 (the case's Flax-convention
+// 0.9); the port keeps nn.BatchNorm's default 0.99 (flax/linen/normalization.py). The running
+// means of the first step stand in the ratio of the weights on the new batch, 0.01 / 0.1.
+TEST(PytorchCnnDdp, RealTorchDdpRunAgainstFlaxsBatchNormMomentumDefaultIsM2) {
+  ASSERT_TRUE(testing::python_has_module("torch"))
+      << testing::python_executable() << " cannot import torch; install python3-torch";
+  testing::TempDir dir;
+  const TorchCnnRun run = train_and_import(dir);
+  std::string flax_defaults =
+      testing::read_bytes(std::filesystem::path(PARITY_SOURCE_DIR) / "cases" / "cnn-fmnist.toml");
+  const std::string torch_momentum = "momentum = 0.9,";
+  size_t replaced = 0;
+  for (size_t at = flax_defaults.find(torch_momentum); at != std::string::npos;
+       at = flax_defaults.find(torch_momentum, at), ++replaced) {
+    flax_defaults.replace(at, torch_momentum.size(), "momentum = 0.99,");
+  }
+  ASSERT_EQ(replaced, 10u);  // cnn-fmnist's BatchNorm layers
+  const auto flax_case = dir.path("cnn-fmnist.toml");
+  std::ofstream(flax_case) << flax_defaults;
+  const std::string engine = dir.path("pmap-flax-momentum").string();
+  run_checked(fmt::format("{} pmap {} {} --init {} --out {} --quiet", PARITY_EXECUTABLE,
+                          flax_case.string(), kOverrides, run.init, engine),
+              300);
+
+  const compare::ComparisonResult result =
+      compare::compare_run_dirs(engine, run.imported, compare::CompareOptions{});
+  ASSERT_FALSE(result.diagnoses.empty());
+  EXPECT_EQ(result.diagnoses.front().pitfall, "M2");
+  EXPECT_THAT(result.diagnoses.front().evidence,
+              HasSubstr("A's BatchNorm running means are 0.1000 x B's in all 240 channels of 10 "
+                        "layers"));
 }
 
 }  // namespace
