@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "checks.h"
+#include "default_rules.h"
 #include "figures.h"
 #include "parity/common/error.h"
 #include "parity/compare/tolerance.h"
@@ -180,9 +181,20 @@ RunSummary summarize_run(const std::string& label, const RunDir& run) {
   return summary;
 }
 
-ComparisonResult compare_runs(const RunDir& a, const RunDir& b, const CompareOptions& options) {
-  const RunPair runs = pair_runs(a, b);
+namespace {
+
+// The checks' results and the findings they measured, before any diagnosis.
+struct Judgement {
   ComparisonResult result;
+  Findings findings;
+};
+
+Judgement judge(const RunPair& runs, const CompareOptions& options) {
+  const RunDir& a = runs.a;
+  const RunDir& b = runs.b;
+  Judgement judged;
+  ComparisonResult& result = judged.result;
+  Findings& findings = judged.findings;
   result.a = summarize_run("A", a);
   result.b = summarize_run("B", b);
   result.loss_tolerance = loss_tolerance(runs, options);
@@ -190,7 +202,6 @@ ComparisonResult compare_runs(const RunDir& a, const RunDir& b, const CompareOpt
   const TensorScan scan =
       scan_tensors(a, b, result.tensor_tolerance.rtol, result.tensor_tolerance.atol);
 
-  Findings findings;
   findings.replicas = a.info.replicas;
   std::optional<TensorOracleJudgement> oracle_tensors;
   if (options.oracle != nullptr && !options.oracle->tensor_steps.empty()) {
@@ -218,13 +229,35 @@ ComparisonResult compare_runs(const RunDir& a, const RunDir& b, const CompareOpt
     result.checks.insert(parameters + 1, std::move(*state));
   }
   findings.first_non_finite = find_first_non_finite(runs);
-  result.diagnoses = diagnose(runs, findings);
-  const bool float_noise = accept_float_noise(result, findings);
+  return judged;
+}
+
+}  // namespace
+
+ComparisonResult compare_runs(const RunDir& a, const RunDir& b, const CompareOptions& options) {
+  const RunPair runs = pair_runs(a, b);
+  Judgement judged = judge(runs, options);
+  ComparisonResult& result = judged.result;
+  result.diagnoses = diagnose(runs, judged.findings);
+  const bool float_noise = accept_float_noise(result, judged.findings);
   result.verdict = decide(result, runs);
   result.headline = make_headline(result, runs, float_noise);
   result.parity_version = PARITY_VERSION;
   result.generated_at = utc_timestamp_now();
   return result;
+}
+
+std::vector<std::string> matching_default_rules(const RunDir& a, const RunDir& b,
+                                                const CompareOptions& options) {
+  const RunPair runs = pair_runs(a, b);
+  const Judgement judged = judge(runs, options);
+  std::vector<std::string> ids;
+  for (const DefaultRule rule : default_rules()) {
+    if (std::optional<Diagnosis> diagnosis = rule(runs, judged.findings)) {
+      ids.push_back(diagnosis->pitfall);
+    }
+  }
+  return ids;
 }
 
 ComparisonResult compare_run_dirs(const std::filesystem::path& a, const std::filesystem::path& b,

@@ -386,4 +386,10 @@ std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& 
       "original job meant."};
 }
 
+const std::vector<DefaultRule>& default_rules() {
+  static const std::vector<DefaultRule> rules = {initialiser_rule, batch_norm_momentum_rule,
+                                                 weight_decay_rule};
+  return rules;
+}
+
 }  // namespace parity::compare

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "checks.h"
 
@@ -23,5 +24,10 @@ namespace parity::compare {
 std::optional<Diagnosis> initialiser_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> batch_norm_momentum_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& findings);
+
+// Every rule above, each on its own (diagnose() orders them among the other rules and stops at
+// the first that matches): matching_default_rules (compare.h) runs them all.
+using DefaultRule = std::optional<Diagnosis> (*)(const RunPair&, const Findings&);
+const std::vector<DefaultRule>& default_rules();
 
 }  // namespace parity::compare

@@ -30,6 +30,13 @@ ComparisonResult compare(const std::filesystem::path& a, const std::filesystem::
   return compare_run_dirs(a, b, CompareOptions{});
 }
 
+// Every default rule on its own: the ids that match the pair.
+std::vector<std::string> matching(const std::filesystem::path& a, const std::filesystem::path& b) {
+  return matching_default_rules(read_run_dir(a), read_run_dir(b), CompareOptions{});
+}
+
+using Ids = std::vector<std::string>;
+
 // The number after `label` in `text` ("lambda = 0.00935" -> 0.00935).
 double number_after(const std::string& text, const std::string& label) {
   const size_t at = text.find(label);
@@ -50,10 +57,11 @@ std::filesystem::path decay_run(const std::string& name, const std::string& subc
 // scale_by_adam). The rule recovers lambda from the update difference, within the 10% its
 // theta_0 estimate allows.
 TEST(DefaultRules, TorchAdamWeightDecayAgainstOptaxAdamwIsM6) {
-  const ComparisonResult result =
-      compare(decay_run("pmap-adamw-0.01", "pmap", "adamw", 0.01),
-              decay_run("ddp-adam-l2-0.01", "ddp", "adam", 0.01));
+  const auto engine = decay_run("pmap-adamw-0.01", "pmap", "adamw", 0.01);
+  const auto ddp = decay_run("ddp-adam-l2-0.01", "ddp", "adam", 0.01);
+  const ComparisonResult result = compare(engine, ddp);
   EXPECT_EQ(result.verdict, Verdict::kNotEquivalent);
+  EXPECT_EQ(matching(engine, ddp), Ids{"M6"});
   ASSERT_FALSE(result.diagnoses.empty());
   EXPECT_EQ(result.diagnoses.front().pitfall, "M6");
   EXPECT_NEAR(number_after(result.diagnoses.front().evidence, "lambda = "), 0.01, 0.001);
@@ -63,9 +71,10 @@ TEST(DefaultRules, TorchAdamWeightDecayAgainstOptaxAdamwIsM6) {
 // PyTorch's AdamW defaults to weight_decay=1e-2 (torch/optim/adamw.py, AdamW.__init__), optax's
 // adamw to 1e-4 (optax/_src/alias.py, adamw): the update differs by -lr (1e-4 - 1e-2) theta.
 TEST(DefaultRules, AdamwDefaultDecaysOfTheTwoFrameworksAreM7) {
-  const ComparisonResult result =
-      compare(decay_run("pmap-adamw-1e-4", "pmap", "adamw", 1e-4),
-              decay_run("ddp-adamw-0.01", "ddp", "adamw", 0.01));
+  const auto engine = decay_run("pmap-adamw-1e-4", "pmap", "adamw", 1e-4);
+  const auto ddp = decay_run("ddp-adamw-0.01", "ddp", "adamw", 0.01);
+  const ComparisonResult result = compare(engine, ddp);
+  EXPECT_EQ(matching(engine, ddp), Ids{"M7"});
   ASSERT_FALSE(result.diagnoses.empty());
   EXPECT_EQ(result.diagnoses.front().pitfall, "M7");
   EXPECT_NEAR(number_after(result.diagnoses.front().evidence, "lambda_A - lambda_B = "),
@@ -80,6 +89,7 @@ TEST(DefaultRules, FlaxMomentumDefaultAgainstTorchsIsM2WithBothWeights) {
   const auto engine = testing::shared_run("pmap-bn-0.99", "pmap", "", 0, small_conv_case(0.99));
   const auto ddp = testing::shared_run("ddp-bn-0.9", "ddp", "", 0, small_conv_case(0.9));
   const ComparisonResult result = compare(engine, ddp);
+  EXPECT_EQ(matching(engine, ddp), Ids{"M2"});
   ASSERT_FALSE(result.diagnoses.empty());
   const Diagnosis& diagnosis = result.diagnoses.front();
   EXPECT_EQ(diagnosis.pitfall, "M2");
@@ -96,6 +106,7 @@ TEST(DefaultRules, FlaxAndPyTorchInitialisersAreM1) {
   const auto ddp = testing::shared_run("ddp-bn-0.9-torch-init", "ddp", "--set init.scheme=torch",
                                        0, small_conv_case(0.9));
   const ComparisonResult result = compare(engine, ddp);
+  EXPECT_EQ(matching(engine, ddp), Ids{"M1"});
   ASSERT_FALSE(result.diagnoses.empty());
   const Diagnosis& diagnosis = result.diagnoses.front();
   EXPECT_EQ(diagnosis.pitfall, "M1");
@@ -109,11 +120,15 @@ TEST(DefaultRules, FlaxAndPyTorchInitialisersAreM1) {
 // pair that differs in something else (Adam's eps inside the square root).
 TEST(DefaultRules, EquivalentPairsAndOtherCausesTriggerNoDefaultRule) {
   const std::string sgd = "--set train.optimizer=sgd --set train.momentum=0.9 --set train.lr=0.01";
-  const ComparisonResult sgd_pair = compare(testing::shared_run("pmap-sgd-momentum", "pmap", sgd),
-                                            testing::shared_run("ddp-sgd-momentum", "ddp", sgd));
+  const auto engine_sgd = testing::shared_run("pmap-sgd-momentum", "pmap", sgd);
+  const auto ddp_sgd = testing::shared_run("ddp-sgd-momentum", "ddp", sgd);
+  const ComparisonResult sgd_pair = compare(engine_sgd, ddp_sgd);
   EXPECT_EQ(sgd_pair.verdict, Verdict::kEquivalent);
   EXPECT_TRUE(sgd_pair.diagnoses.empty());
+  EXPECT_EQ(matching(engine_sgd, ddp_sgd), Ids{});
 
+  EXPECT_EQ(matching(testing::eps_inside_sqrt_run(), testing::ddp_run()), Ids{});
+  EXPECT_EQ(matching(testing::other_init_run(), testing::ddp_run()), Ids{});
   const ComparisonResult eps = compare(testing::eps_inside_sqrt_run(), testing::ddp_run());
   ASSERT_FALSE(eps.diagnoses.empty());
   EXPECT_EQ(eps.diagnoses.front().pitfall, "S1");

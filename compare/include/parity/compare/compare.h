@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "parity/common/run_dir.h"
 #include "parity/compare/result.h"
@@ -68,5 +70,11 @@ ComparisonResult compare_runs(const RunDir& a, const RunDir& b, const CompareOpt
 // Reads both run directories (InputError naming the file on bad input) and compares them.
 ComparisonResult compare_run_dirs(const std::filesystem::path& a, const std::filesystem::path& b,
                                   const CompareOptions& options);
+
+// The rules of the framework defaults (M1, M2, M6, M7: compare/src/default_rules.h), each run
+// on its own after the checks instead of the first match among all rules: the ids whose
+// fingerprint the pair shows. What the README's confusion table of the M cases is made from.
+std::vector<std::string> matching_default_rules(const RunDir& a, const RunDir& b,
+                                                const CompareOptions& options);
 
 }  // namespace parity::compare
