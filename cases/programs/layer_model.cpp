@@ -18,7 +18,8 @@
 //   class_token      VisionTransformer: jnp.concatenate([jnp.tile(cls, [n, 1, 1]), x], axis=1)
 //   pos_embed        vit_jax/models_vit.py AddPositionEmbs: inputs + pos_embedding
 //   attention        flax/linen/attention.py   MultiHeadDotProductAttention (pmap_engine::linen)
-//   mlp_block        Dense -> gelu -> Dense (vit_jax/models_vit.py MlpBlock, without dropout)
+//   mlp_block        Dense -> gelu -> Dense (vit_jax/models_vit.py MlpBlock, without dropout), a
+//                    submodule holding Dense_0 and Dense_1
 //   mean_tokens, take_class_token   x.mean(axis=1), x[:, 0]
 #include "layer_model.h"
 
@@ -32,6 +33,7 @@
 #include "parity/common/dropout_streams.h"
 #include "parity/common/error.h"
 #include "parity/common/flax_rng.h"
+#include "parity/common/layer_intermediates.h"
 #include "parity/common/layer_search.h"
 #include "parity/common/model_layers.h"
 #include "pmap_engine/linen.h"
@@ -82,16 +84,33 @@ class LayerApplier {
                std::map<std::string, pe::Tree>& draws)
       : train_(train), dropout_key_(dropout_key), draws_(draws) {}
 
+  // Training with dropout off, every layer's output kept in `outputs` by its intermediate path
+  // (layer_intermediates.h): what model.apply(..., capture_intermediates=True) collects
+  // (flax/linen/module.py, Module._call_wrapped_method sows each module's output into the
+  // "intermediates" collection), for every layer of the list rather than only the modules.
+  void capture(std::map<std::string, pe::Array>& outputs) {
+    deterministic_ = true;
+    captured_ = &outputs;
+  }
+
+  // `prefix`: the intermediate paths' prefix of the list ("" for the model's own).
   pe::Array apply_all(const std::vector<LayerSpec>& layers, pe::Array x, Scope& scope,
-                      ModuleNamer& namer) const {
-    for (const LayerSpec& layer : layers) x = apply(layer, x, scope, namer.next(layer.kind));
+                      ModuleNamer& namer, const std::string& prefix) const {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const LayerSpec& layer = layers[i];
+      const std::string path = intermediate_path(prefix, i, layers.size(), layer.kind);
+      x = apply(layer, x, scope, namer.next(layer.kind), path);
+      const std::optional<std::string> output = intermediate_output_path(path, layer.kind);
+      if (captured_ != nullptr && output) captured_->insert_or_assign(*output, x);
+    }
     return x;
   }
 
  private:
-  // `name`: the layer's submodule name in `scope` (empty for functions).
-  pe::Array apply(const LayerSpec& layer, const pe::Array& x, Scope& scope,
-                  const std::string& name) const {
+  // `name`: the layer's submodule name in `scope` (empty for functions); `path`: its
+  // intermediate path.
+  pe::Array apply(const LayerSpec& layer, const pe::Array& x, Scope& scope, const std::string& name,
+                  const std::string& path) const {
     const std::string& kind = layer.kind;
     if (kind == "dense") return dense(x, scope.params[name], layer.use_bias);
     if (kind == "conv") {
@@ -121,11 +140,12 @@ class LayerApplier {
       const pe::Tree& p = scope.params[name];
       return pe::linen::layer_norm(x, p["scale"], p["bias"], layer.epsilon);
     }
-    if (kind == "residual") return residual(layer, x, scope, name);
+    if (kind == "residual") return residual(layer, x, scope, name, path);
+    if (kind == "mlp_block") return mlp_block(layer, x, scope, name, path);
     return transformer_layer(layer, x, scope, name);
   }
 
-  pe::Array transformer_layer(const LayerSpec& layer, const pe::Array& x, Scope& scope,
+  pe::Array transformer_layer(const LayerSpec& layer, const pe::Array& x, const Scope& scope,
                               const std::string& name) const {
     const std::string& kind = layer.kind;
     const int64_t batch = x.shape()[0];
@@ -145,10 +165,6 @@ class LayerApplier {
       options.deterministic = true;  // rate 0 (require_trainable_layers), or evaluation
       return pe::linen::multi_head_self_attention(x, scope.params[name], layer.heads, options);
     }
-    if (kind == "mlp_block") {
-      const pe::Tree& p = scope.params[name];
-      return dense(pe::gelu(dense(x, p["Dense_0"], true), layer.approximate), p["Dense_1"], true);
-    }
     if (kind == "mean_tokens") return pe::mean(x, {1});
     if (kind == "take_class_token") {
       const pe::Array first = pe::slice(x, {0, 0, 0}, {batch, 1, x.shape()[2]});
@@ -163,7 +179,7 @@ class LayerApplier {
   // keep_prob, zeros_like(inputs)).
   pe::Array dropout(const LayerSpec& layer, const pe::Array& x, const Scope& scope,
                     const std::string& name) const {
-    if (!train_ || layer.rate == 0) return x;
+    if (!train_ || deterministic_ || layer.rate == 0) return x;
     if (!dropout_key_) {
       throw InternalError("dropout at " + layer.origin + " trains without a dropout key");
     }
@@ -200,21 +216,38 @@ class LayerApplier {
   // The branch and the projection are one submodule: the projection's layers continue the
   // branch's names (Residual_1/Conv_2), as infer_model_shapes names them.
   pe::Array residual(const LayerSpec& layer, const pe::Array& x, Scope& scope,
-                     const std::string& name) const {
-    std::vector<std::string> path = scope.path;
-    path.push_back(name);
-    Scope inner{scope.params[name], entry_or_empty(scope.batch_stats, name), {}, path};
+                     const std::string& name, const std::string& path) const {
+    std::vector<std::string> module_path = scope.path;
+    module_path.push_back(name);
+    Scope inner{scope.params[name], entry_or_empty(scope.batch_stats, name), {}, module_path};
     ModuleNamer namer;
-    const pe::Array branch = apply_all(layer.layers, x, inner, namer);
+    const pe::Array branch =
+        apply_all(layer.layers, x, inner, namer, intermediate_branch_prefix(path));
     const pe::Array shortcut =
-        layer.projection.empty() ? x : apply_all(layer.projection, x, inner, namer);
+        layer.projection.empty()
+            ? x
+            : apply_all(layer.projection, x, inner, namer, intermediate_projection_prefix(path));
     if (!inner.new_batch_stats.empty()) {
       scope.new_batch_stats.emplace(name, pe::Tree::dict(std::move(inner.new_batch_stats)));
     }
     return shortcut + branch;
   }
 
+  // vit_jax's MlpBlock as a compact submodule: its two Dense modules are Dense_0 and Dense_1
+  // within it, the gelu between them a function.
+  pe::Array mlp_block(const LayerSpec& layer, const pe::Array& x, const Scope& scope,
+                      const std::string& name, const std::string& path) const {
+    std::vector<std::string> module_path = scope.path;
+    module_path.push_back(name);
+    Scope inner{scope.params[name], entry_or_empty(scope.batch_stats, name), {}, module_path};
+    ModuleNamer namer;
+    return apply_all(mlp_block_layers(layer, x.shape().back()), x, inner, namer,
+                     intermediate_branch_prefix(path));
+  }
+
   bool train_;
+  bool deterministic_ = false;
+  std::map<std::string, pe::Array>* captured_ = nullptr;
   const std::optional<pe::Array>& dropout_key_;
   std::map<std::string, pe::Tree>& draws_;
 };
@@ -263,9 +296,23 @@ LayerModelOutput layer_model_apply(const ModelSpec& model, const pe::Tree& param
   ModuleNamer namer;
   std::map<std::string, pe::Tree> draws;
   const pe::Array outputs = LayerApplier(train, dropout_key, draws)
-                                .apply_all(model.layers, pe::reshape(x, image), scope, namer);
+                                .apply_all(model.layers, pe::reshape(x, image), scope, namer, "");
   return {outputs, pe::Tree::dict(std::move(scope.new_batch_stats)),
           pe::Tree::dict(std::move(draws))};
+}
+
+LayerIntermediates layer_model_intermediates(const ModelSpec& model, const pe::Tree& params,
+                                             const pe::Tree& batch_stats, const pe::Array& x) {
+  pe::Shape image = {x.shape()[0]};
+  image.insert(image.end(), model.input.begin(), model.input.end());
+  Scope scope{params, batch_stats, {}, {}};
+  ModuleNamer namer;
+  std::map<std::string, pe::Tree> draws;
+  LayerIntermediates out{pe::reshape(x, image), {}};
+  LayerApplier applier(/*train=*/true, std::nullopt, draws);
+  applier.capture(out.outputs);
+  applier.apply_all(model.layers, out.input, scope, namer, "");
+  return out;
 }
 
 pe::Tree initial_batch_stats(const ModelSpec& model, pe::DType dtype) {

@@ -21,7 +21,9 @@
 // "Residual_0": {"BatchNorm_0": {"scale", "bias"}}}), the names infer_model_shapes gives.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <string>
 
 #include "parity/common/case_spec.h"
 #include "pmap_engine/transforms.h"
@@ -48,6 +50,19 @@ struct LayerModelOutput {
 LayerModelOutput layer_model_apply(const ModelSpec& model, const pe::Tree& params,
                                    const pe::Tree& batch_stats, const pe::Array& x, bool train,
                                    const std::optional<pe::Array>& dropout_key = std::nullopt);
+
+// Every layer's output for the batch x [B, prod(model.input)] (layer_intermediates.h), as
+// model.apply({"params": params, "batch_stats": batch_stats}, x, train=True,
+// capture_intermediates=True, mutable=["batch_stats"]) computes them with dropout off
+// (deterministic): BatchNorm normalises with the batch's own statistics, as a training step
+// does, and the updated statistics are dropped. Run eagerly, outside any trace; a BatchNorm that
+// syncs over "data" is not supported (records_intermediates says which models record them).
+struct LayerIntermediates {
+  pe::Array input;                           // x as the model reads it: [B, model.input...]
+  std::map<std::string, pe::Array> outputs;  // by intermediate path
+};
+LayerIntermediates layer_model_intermediates(const ModelSpec& model, const pe::Tree& params,
+                                             const pe::Tree& batch_stats, const pe::Array& x);
 
 // The "batch_stats" collection as flax.linen.BatchNorm initialises it (normalization.py,
 // BatchNorm.__call__: ra_mean zeros, ra_var ones), in `dtype`; an empty dict without BatchNorm.

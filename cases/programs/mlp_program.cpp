@@ -21,15 +21,6 @@ pe::Array to_engine(const HostTensor& tensor) {
   return pe::Array::from_floats(pe::Shape(tensor.shape.begin(), tensor.shape.end()), values);
 }
 
-HostTensor to_host(const pe::Array& array) {
-  const Shape shape(array.shape().begin(), array.shape().end());
-  if (array.dtype() != pe::DType::f64) return HostTensor::from_f32(shape, array.to_floats());
-  HostTensor tensor = HostTensor::zeros(DType::F64, shape);
-  const std::vector<double> values = array.to_doubles();
-  std::memcpy(tensor.bytes.data(), values.data(), tensor.num_bytes());
-  return tensor;
-}
-
 pe::Array activate(const std::string& activation, const pe::Array& x) {
   if (activation == "tanh") return pe::tanh(x);
   if (activation == "relu") return pe::relu(x);
@@ -74,6 +65,15 @@ pe::Tree params_from_tensors(const NamedTensors& tensors, const std::string& sep
     node->leaf = to_engine(tensor);
   }
   return root.tree();
+}
+
+HostTensor to_host(const pe::Array& array) {
+  const Shape shape(array.shape().begin(), array.shape().end());
+  if (array.dtype() != pe::DType::f64) return HostTensor::from_f32(shape, array.to_floats());
+  HostTensor tensor = HostTensor::zeros(DType::F64, shape);
+  const std::vector<double> values = array.to_doubles();
+  std::memcpy(tensor.bytes.data(), values.data(), tensor.num_bytes());
+  return tensor;
 }
 
 NamedTensors tensors_from_params(const pe::Tree& params, const std::string& separator) {

@@ -26,6 +26,8 @@ std::string name_separator(const ModelSpec& model);
 // Canonical tensors as the nested dict of their names split at every `separator`
 // ("dense0.kernel" as {"dense0": {"bias", "kernel"}}), whose leaf paths are the names again.
 pe::Tree params_from_tensors(const NamedTensors& tensors, const std::string& separator = ".");
+// One array on the host: F64 for an f64 array (the float64 oracle), else F32.
+HostTensor to_host(const pe::Array& array);
 // Tensors keep the leaves' precision: F64 for f64 leaves (the float64 oracle), else F32.
 NamedTensors tensors_from_params(const pe::Tree& params, const std::string& separator = ".");
 // Every leaf cast to `dtype`.

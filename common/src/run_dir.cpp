@@ -1,9 +1,10 @@
-// Run directory writer and reader (schema 2; schema 1, without "steps", is still read). Files, as written here:
+// Run directory writer and reader (schema 2; schema 1, without "steps", is still read). Files, as
+// written here:
 //
 //   run.json       {"format": "parity-run", "schema_version": 2, "producer", "status", "failure",
-//                   "case": {"name", "hash", "toml"}, "replicas", "processes", "steps" (optional), "dtype",
-//                   "optimizer", "seed", "versions": {name: version}, "host", "started_at",
-//                   "timings": {"setup_seconds", "first_step_seconds",
+//                   "case": {"name", "hash", "toml"}, "replicas", "processes", "steps" (optional),
+//                   "dtype", "optimizer", "seed", "versions": {name: version}, "host",
+//                   "started_at", "timings": {"setup_seconds", "first_step_seconds",
 //                               "steady_step_median_seconds", "steady_step_spread_seconds",
 //                               "steady_steps"},
 //                   "memory": {"peak_bytes_per_replica": [...], "method"},
@@ -11,9 +12,11 @@
 //                  Replaced atomically (temp file + rename), so a reader never sees half of it.
 //   metrics.jsonl  one compact object per step: step, loss, replica_losses, grad_norm,
 //                  param_norm, lr, step_seconds, samples_digest, and samples_set_digest,
-//                  duplicate_samples and replica_samples only when the producer recorded them. Each line is flushed as soon as it is written, so
-//                  a killed producer leaves at most one truncated last line.
-//   tensors/       step_NNNNNN.safetensors (write_safetensors, itself atomic).
+//                  duplicate_samples and replica_samples only when the producer recorded them. Each
+//                  line is flushed as soon as it is written, so a killed producer leaves at most
+//                  one truncated last line.
+//   tensors/       step_NNNNNN.safetensors and, for a layers model at its first record step,
+//                  intermediates_NNNNNN.safetensors (write_safetensors, itself atomic).
 //
 // Non-finite numbers are written as the strings "NaN", "Infinity", "-Infinity" (json_fields.h).
 #include "parity/common/run_dir.h"
@@ -46,7 +49,8 @@ constexpr const char* kRunFormat = "parity-run";
 constexpr const char* kRunJson = "run.json";
 constexpr const char* kMetricsJsonl = "metrics.jsonl";
 constexpr const char* kTensorsDir = "tensors";
-
+constexpr const char* kStepTensorsPrefix = "step_";
+constexpr const char* kIntermediatesPrefix = "intermediates_";
 
 // ---------------------------------------------------------------------------------------------
 // RunInfo <-> JSON.
@@ -245,18 +249,55 @@ std::vector<StepMetrics> read_metrics(const fs::path& path, int64_t replicas, bo
   return steps;
 }
 
-std::vector<int64_t> list_tensor_steps(const fs::path& dir) {
+// "PREFIX000012" + suffix -> 12; nullopt for any other name (temp files, stray files).
+std::optional<int64_t> step_of_file(const std::string& name, const std::string& prefix,
+                                    const std::string& suffix) {
+  if (name.size() <= prefix.size() + suffix.size()) return std::nullopt;
+  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return std::nullopt;
+  const std::string digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return std::stoll(digits);
+}
+
+// The steps of the files tensors/PREFIXNNNNNN.safetensors, sorted.
+std::vector<int64_t> list_recorded_steps(const fs::path& dir, const std::string& prefix) {
   std::vector<int64_t> steps;
   const fs::path tensors_dir = dir / kTensorsDir;
   std::error_code error;
   if (!fs::is_directory(tensors_dir, error)) return steps;
   for (const auto& entry : fs::directory_iterator(tensors_dir)) {
     if (!entry.is_regular_file()) continue;
-    if (const auto step = step_of_tensor_file(entry.path().filename().string(), ".safetensors"))
+    if (const auto step = step_of_file(entry.path().filename().string(), prefix, ".safetensors"))
       steps.push_back(*step);
   }
   std::sort(steps.begin(), steps.end());
   return steps;
+}
+
+fs::path recorded_file_path(const fs::path& dir, const std::string& prefix, int64_t step) {
+  return dir / kTensorsDir / fmt::format("{}{:06d}.safetensors", prefix, step);
+}
+
+// The tensors of tensors/PREFIXNNNNNN.safetensors; InputError naming the steps that were recorded
+// (`what`: "tensors", "layer outputs") when that file is not there.
+NamedTensors read_recorded_file(const fs::path& dir, const std::string& prefix, int64_t step,
+                                const std::string& what) {
+  const fs::path path = recorded_file_path(dir, prefix, step);
+  if (!fs::is_regular_file(path)) {
+    std::ostringstream message;
+    message << "no " << what << " recorded at step " << step << " in " << dir.string() << " (no "
+            << path.filename().string() << "); recorded steps:";
+    const std::vector<int64_t> recorded = list_recorded_steps(dir, prefix);
+    if (recorded.empty()) message << " none";
+    for (int64_t recorded_step : recorded) message << ' ' << recorded_step;
+    throw InputError(message.str());
+  }
+  return read_safetensors(path).tensors;
 }
 
 }  // namespace
@@ -279,23 +320,15 @@ void write_text_file_atomically(const fs::path& path, const std::string& text) {
 }
 
 fs::path step_tensors_path(const fs::path& dir, int64_t step) {
-  char name[64];
-  std::snprintf(name, sizeof name, "step_%06lld.safetensors", static_cast<long long>(step));
-  return dir / kTensorsDir / name;
+  return recorded_file_path(dir, kStepTensorsPrefix, step);
+}
+
+fs::path intermediates_path(const fs::path& dir, int64_t step) {
+  return recorded_file_path(dir, kIntermediatesPrefix, step);
 }
 
 std::optional<int64_t> step_of_tensor_file(const std::string& name, const std::string& suffix) {
-  const std::string prefix = "step_";
-  if (name.size() <= prefix.size() + suffix.size()) return std::nullopt;
-  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
-  if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return std::nullopt;
-  const std::string digits =
-      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.size() > 18 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  return std::stoll(digits);
+  return step_of_file(name, kStepTensorsPrefix, suffix);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -391,6 +424,11 @@ void RunDirWriter::write_tensors(int64_t step, const NamedTensors& tensors) {
                     {{"step", std::to_string(step)}, {"producer", info_.producer}});
 }
 
+void RunDirWriter::write_intermediates(int64_t step, const NamedTensors& tensors) {
+  write_safetensors(intermediates_path(dir_, step), tensors,
+                    {{"step", std::to_string(step)}, {"producer", info_.producer}});
+}
+
 void RunDirWriter::finish() {
   std::lock_guard<std::mutex> lock(mutex_);
   metrics_.flush();
@@ -448,7 +486,8 @@ RunDir read_run_dir(const std::filesystem::path& dir) {
   run.dir = dir;
   run.info = run_info_from_json(document, run_json.string());
   run.steps = read_metrics(dir / kMetricsJsonl, run.info.replicas, run.info.status == "running");
-  run.tensor_steps = list_tensor_steps(dir);
+  run.tensor_steps = list_recorded_steps(dir, kStepTensorsPrefix);
+  run.intermediate_steps = list_recorded_steps(dir, kIntermediatesPrefix);
   std::vector<int64_t> steps;
   for (const StepMetrics& metrics : run.steps) steps.push_back(metrics.step);
   run.rng = read_rng_streams(dir, run.info.replicas, steps, run.info.status == "running");
@@ -475,17 +514,11 @@ bool mark_run_dir_incomplete(const std::filesystem::path& dir, const std::string
 }
 
 NamedTensors read_step_tensors(const std::filesystem::path& dir, int64_t step) {
-  const fs::path path = step_tensors_path(dir, step);
-  if (!fs::is_regular_file(path)) {
-    std::ostringstream message;
-    message << "no tensors recorded at step " << step << " in " << dir.string() << " (no "
-            << path.filename().string() << "); recorded steps:";
-    const std::vector<int64_t> recorded = list_tensor_steps(dir);
-    if (recorded.empty()) message << " none";
-    for (int64_t recorded_step : recorded) message << ' ' << recorded_step;
-    throw InputError(message.str());
-  }
-  return read_safetensors(path).tensors;
+  return read_recorded_file(dir, kStepTensorsPrefix, step, "tensors");
+}
+
+NamedTensors read_step_intermediates(const std::filesystem::path& dir, int64_t step) {
+  return read_recorded_file(dir, kIntermediatesPrefix, step, "layer outputs");
 }
 
 std::string utc_timestamp_now() {

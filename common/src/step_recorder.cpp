@@ -8,6 +8,7 @@
 
 #include "parity/common/digest.h"
 #include "parity/common/error.h"
+#include "parity/common/layer_intermediates.h"
 #include "parity/common/step_timing.h"
 
 namespace parity {
@@ -77,6 +78,37 @@ void StepRecorder::record_tensors(int64_t step, const NamedTensors& grads,
   std::memcpy(digests.bytes.data(), replica_param_digests.data(), digests.num_bytes());
   tensors.emplace("replicas/param_digests", std::move(digests));
   writer_->write_tensors(step, tensors);
+}
+
+bool StepRecorder::records_intermediates(int64_t step) const {
+  const auto& steps = spec_.train.record_steps;
+  return writer_ != nullptr && !steps.empty() && steps.front() == step &&
+         parity::records_intermediates(spec_.model);
+}
+
+void StepRecorder::record_intermediates(int64_t step, const HostTensor& input,
+                                        const NamedTensors& outputs) const {
+  if (writer_ == nullptr) return;
+  const int64_t batch = input.shape.front();
+  NamedTensors tensors;
+  tensors.emplace(kIntermediatesInput, input);
+  for (const LayerIntermediate& expected : layer_intermediates(spec_.model)) {
+    const auto found = outputs.find(expected.path);
+    Shape shape = {batch};
+    shape.insert(shape.end(), expected.shape.begin(), expected.shape.end());
+    if (found == outputs.end() || found->second.shape != shape) {
+      throw InternalError(fmt::format(
+          "step {}: the layer output {} {} (expected {})", step, expected.path,
+          found == outputs.end() ? "was not recorded" : shape_to_string(found->second.shape),
+          shape_to_string(shape)));
+    }
+    tensors.emplace(kIntermediatesGroup + expected.path, found->second);
+  }
+  if (tensors.size() != outputs.size() + 1) {
+    throw InternalError(fmt::format("step {}: {} layer outputs recorded, the case has {}", step,
+                                    outputs.size(), tensors.size() - 1));
+  }
+  writer_->write_intermediates(step, tensors);
 }
 
 void StepRecorder::finish(const RunTotals& totals) const {

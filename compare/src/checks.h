@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "output_relations.h"
 #include "parity/common/run_dir.h"
 #include "parity/compare/compare.h"
 #include "parity/compare/result.h"
@@ -51,6 +52,28 @@ struct NormRatio {
   int64_t step = 0;
   double ratio = 1;
   std::string source;  // "recorded gradients" / "metrics grad_norm"
+};
+
+// The first layer output, in forward order, whose values differ between the runs beyond the
+// tensor tolerance at the first step both recorded layer outputs (layer_outputs_check.cpp;
+// README "Run directory"), with what tells its cause: whether what it read agreed, and how the
+// two outputs relate. Both outputs: read_step_intermediates(run.dir, step), tensor
+// kIntermediatesGroup + path.
+struct DivergingLayer {
+  int64_t step = 0;
+  std::string path;  // "03_gelu", "05_residual/sum" (layer_intermediates.h)
+  std::string kind;  // the layer's kind; "residual" for a sum
+  Shape shape;       // [batch, ...], Flax's layout
+  // What the layer read ("input" for the batch), all within tolerance or not, and the largest
+  // |A - B| among them.
+  std::vector<std::string> inputs;
+  bool inputs_agree = true;
+  double input_max_abs = 0;
+  std::string not_compared;        // why the outputs could not be compared (shapes, a missing one)
+  double max_abs = 0;              // max |A - B|
+  double rel_l2 = 0;               // ||A - B|| / ||B||
+  std::optional<GridShift> shift;  // an image output (conv, pools, ...)
+  std::optional<RowRatios> row_ratios;  // a layer_norm or batch_norm output
 };
 
 struct Findings {
@@ -98,6 +121,7 @@ struct Findings {
     bool keyed = false;
   };
   std::optional<RepeatedMask> repeated_mask;
+  std::optional<DivergingLayer> first_diverging_layer;
 };
 
 Check check_case(const RunPair& runs, const CompareOptions& options);
@@ -110,6 +134,10 @@ Check check_parameters(const TensorScan& scan, const Tolerance& tolerance, Findi
 // run recorded model state (a model without BatchNorm).
 std::optional<Check> check_model_state(const TensorScan& scan, const Tolerance& tolerance,
                                        Findings& findings);
+// The layer outputs at the first step both runs recorded them (first_diverging_layer); nullopt
+// when neither run recorded any (a widths model, an import).
+std::optional<Check> check_layer_outputs(const RunPair& runs, const Tolerance& tolerance,
+                                         Findings& findings);
 Check check_replicas(const TensorScan& scan, Findings& findings);
 Check check_data(const RunPair& runs, Findings& findings);
 Check check_rng(const RunPair& runs, Findings& findings);

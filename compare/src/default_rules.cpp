@@ -40,7 +40,7 @@ StepValues read_values(const RunDir& run, int64_t step) {
   StepValues values;
   for (const auto& [name, tensor] : read_step_tensors(run.dir, step)) {
     if (tensor.dtype == DType::F32 || tensor.dtype == DType::F64) {
-      values.emplace(name, Recorded{tensor.shape, to_doubles(tensor, name, file)});
+      values.emplace(name, Recorded{tensor.shape, recorded_values(tensor, name, file)});
     }
   }
   return values;

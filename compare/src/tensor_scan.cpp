@@ -102,8 +102,8 @@ void compare_group(int64_t step, const NamedTensors& a, const NamedTensors& b, c
                                       shape_to_string(tensor_b.shape)});
       continue;
     }
-    const std::vector<double> values_a = to_doubles(tensor_a, key, file_a);
-    const std::vector<double> values_b = to_doubles(tensor_b, key, file_b);
+    const std::vector<double> values_a = recorded_values(tensor_a, key, file_a);
+    const std::vector<double> values_b = recorded_values(tensor_b, key, file_b);
     Sums sums;
     TensorComparison comparison = compare_values(values_a, values_b, rtol, atol, sums);
     comparison.delta.step = step;
@@ -148,8 +148,8 @@ std::optional<NamedTensors> read_if_recorded(const RunDir& run, int64_t step) {
 
 }  // namespace
 
-std::vector<double> to_doubles(const HostTensor& tensor, const std::string& name,
-                               const std::string& file) {
+std::vector<double> recorded_values(const HostTensor& tensor, const std::string& name,
+                                    const std::string& file) {
   const size_t count = tensor.num_elements();
   switch (tensor.dtype) {
     case DType::F32: {
@@ -161,13 +161,19 @@ std::vector<double> to_doubles(const HostTensor& tensor, const std::string& name
       return std::vector<double>(values, values + count);
     }
     default:
-      // Producers record gradients and parameters in their master dtype (f32, or f64 for an
-      // oracle run); anything else is not a run this build can compare.
+      // Producers record gradients, parameters and layer outputs in their master dtype (f32, or
+      // f64 for an oracle run); anything else is not a run this build can compare.
       throw InputError(
-          fmt::format("{}: tensor \"{}\" is {}; gradients and parameters must be "
-                      "recorded as F32 or F64 to be compared",
+          fmt::format("{}: tensor \"{}\" is {}; gradients, parameters and layer outputs must "
+                      "be recorded as F32 or F64 to be compared",
                       file, name, dtype_name(tensor.dtype)));
   }
+}
+
+TensorComparison compare_values(const std::vector<double>& a, const std::vector<double>& b,
+                                double rtol, double atol) {
+  Sums sums;
+  return compare_values(a, b, rtol, atol, sums);
 }
 
 TensorScan scan_tensors(const RunDir& a, const RunDir& b, double rtol, double atol) {

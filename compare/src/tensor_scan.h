@@ -58,9 +58,13 @@ struct TensorScan {
   std::map<int64_t, std::vector<uint64_t>> digests_a, digests_b;
 };
 
-// A recorded F32 or F64 tensor's values; InputError naming `file` and `name` for another dtype.
-std::vector<double> to_doubles(const HostTensor& tensor, const std::string& name,
-                               const std::string& file);
+// A recorded tensor's values; InputError naming `file` and `name` unless it is F32 or F64.
+std::vector<double> recorded_values(const HostTensor& tensor, const std::string& name,
+                                    const std::string& file);
+// a against b element by element (equal lengths), as scan_tensors compares each tensor; the
+// delta's step and name are left for the caller.
+TensorComparison compare_values(const std::vector<double>& a, const std::vector<double>& b,
+                                double rtol, double atol);
 
 // Reads and compares; InputError names the file when a tensor file is malformed or a recorded
 // tensor has a dtype the comparison cannot read.

@@ -68,6 +68,10 @@ NamedTensors export_canonical(const CaseModelImpl& model, bool grads) {
 
 }  // namespace
 
+CapturedIntermediates CaseModelImpl::capture_intermediates(const torch::Tensor&) {
+  throw InternalError("only a layers model records its layer outputs");
+}
+
 torch::Tensor canonical_part(const CanonicalParam& param, const torch::Tensor& tensor) {
   if (param.rows.count == 0) return tensor;
   return tensor.narrow(0, param.rows.first, param.rows.count);

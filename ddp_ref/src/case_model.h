@@ -46,10 +46,20 @@ struct CanonicalParam {
 // torch's layout.
 torch::Tensor canonical_part(const CanonicalParam& param, const torch::Tensor& tensor);
 
+// A batch's layer outputs in Flax's layout (layer_intermediates.h).
+struct CapturedIntermediates {
+  HostTensor input;      // the rows as the model reads them: [B, model.input...]
+  NamedTensors outputs;  // by intermediate path
+};
+
 class CaseModelImpl : public torch::nn::Module {
  public:
   // rows: the dataset's flat rows [B, D] -> the model's outputs [B, classes or targets].
   virtual torch::Tensor forward(torch::Tensor rows) = 0;
+
+  // Every layer's output for `rows` in training mode with dropout off, the model's state left as
+  // it was (a layers model; records_intermediates says which). InternalError for other models.
+  virtual CapturedIntermediates capture_intermediates(const torch::Tensor& rows);
 
   // Every canonical tensor, their torch tensors met in the order of parameters() (the order
   // DDP's Reducer and the optimizer see them); a torch tensor packing several (in_proj_weight)

@@ -5,8 +5,10 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "parity/common/error.h"
+#include "parity/common/layer_intermediates.h"
 #include "parity/common/layer_search.h"
 
 namespace parity::ddp_ref {
@@ -117,20 +119,72 @@ LayerModelImpl::LayerModelImpl(const ModelSpec& spec)
       dropout_sites_(dropout_sites(spec)),
       shapes_(infer_model_shapes(spec.layers, spec.input)) {
   std::vector<int64_t> shape = input_;
-  layers_ = build(spec.layers, shape);
+  layers_ = build(spec.layers, shape, "");
   PARITY_CHECK(next_param_ == shapes_.params.size() && next_stat_ == shapes_.batch_stats.size());
   // DDP's Reducer and the optimizer see parameters(); the canonical names must follow it.
   check_canonical_params();
 }
 
-torch::Tensor LayerModelImpl::forward(torch::Tensor rows) {
+torch::Tensor LayerModelImpl::image(const torch::Tensor& rows) const {
   std::vector<int64_t> sizes = {rows.size(0)};
   sizes.insert(sizes.end(), input_.begin(), input_.end());
-  torch::Tensor x = rows.reshape(sizes);
+  return rows.reshape(sizes);
+}
+
+torch::Tensor LayerModelImpl::forward(torch::Tensor rows) {
+  torch::Tensor x = image(rows);
   // NHWC -> NCHW, contiguous as a DataLoader's NCHW batch is: a permuted view would read as
   // channels-last to torch (suggest_memory_format) and switch the convolutions to that format.
   if (x.dim() == 4) x = x.permute({0, 3, 1, 2}).contiguous();
   return run_layers(layers_, x);
+}
+
+// LibTorch's modules have no forward hooks (torch/nn/modules/module.py's register_forward_hook
+// is Python's; pytorch/pytorch#25888 asks for them in C++), so each layer built by build() keeps
+// its own output when a capture is on, where a forward hook would see it: after the layer ran.
+CapturedIntermediates LayerModelImpl::capture_intermediates(const torch::Tensor& rows) {
+  torch::NoGradGuard no_grad;
+  // A training forward updates BatchNorm's running statistics: keep them as the step left them.
+  struct Saved {
+    torch::Tensor mean, var, batches;
+    int64_t batch_elements;
+  };
+  std::vector<Saved> saved;
+  for (const auto& state : batch_norms_) {
+    saved.push_back({state->running_mean.clone(), state->running_var.clone(),
+                     state->num_batches_tracked.clone(), state->batch_elements});
+  }
+  CapturedIntermediates out{to_host(image(rows)), {}};
+  captured_ = &out.outputs;
+  try {
+    forward(rows);
+  } catch (...) {
+    captured_ = nullptr;
+    throw;
+  }
+  captured_ = nullptr;
+  for (size_t i = 0; i < saved.size(); ++i) {
+    BatchNormState& state = *batch_norms_[i];
+    state.running_mean.copy_(saved[i].mean);
+    state.running_var.copy_(saved[i].var);
+    state.num_batches_tracked.copy_(saved[i].batches);
+    state.batch_elements = saved[i].batch_elements;
+  }
+  return out;
+}
+
+LayerModelImpl::Layer LayerModelImpl::recorded(const std::string& path, const std::string& kind,
+                                               Layer layer) {
+  const std::optional<std::string> output = intermediate_output_path(path, kind);
+  if (!output) return layer;
+  return [this, output = *output, layer = std::move(layer)](const torch::Tensor& x) {
+    torch::Tensor y = layer(x);
+    // Flax's layout: NCHW activations go channels-last, as the parameters do.
+    if (captured_ != nullptr) {
+      captured_->insert_or_assign(output, to_host(y.dim() == 4 ? y.permute({0, 2, 3, 1}) : y));
+    }
+    return y;
+  };
 }
 
 template <typename Holder>
@@ -157,23 +211,28 @@ void LayerModelImpl::take_param(const torch::Tensor& tensor, ParamLayout layout,
 }
 
 std::vector<LayerModelImpl::Layer> LayerModelImpl::build(const std::vector<LayerSpec>& layers,
-                                                         std::vector<int64_t>& shape) {
+                                                         std::vector<int64_t>& shape,
+                                                         const std::string& prefix) {
   std::vector<Layer> built;
-  for (const LayerSpec& layer : layers) {
-    built.push_back(build_layer(layer, shape));
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerSpec& layer = layers[i];
+    const std::string path = intermediate_path(prefix, i, layers.size(), layer.kind);
+    built.push_back(recorded(path, layer.kind, build_layer(layer, shape, path)));
     shape = infer_model_shapes({layer}, shape).output;
   }
   return built;
 }
 
 LayerModelImpl::Layer LayerModelImpl::build_layer(const LayerSpec& layer,
-                                                  const std::vector<int64_t>& input) {
+                                                  const std::vector<int64_t>& input,
+                                                  const std::string& path) {
   const std::string& kind = layer.kind;
   if (kind == "dense") return dense(layer, input);
   if (kind == "conv") return conv(layer, input);
   if (kind == "batch_norm") return batch_norm(layer, input);
   if (kind == "layer_norm") return layer_norm(layer, input);
-  if (kind == "residual") return residual(layer, input);
+  if (kind == "residual") return residual(layer, input, path);
+  if (kind == "mlp_block") return mlp_block(layer, input, path);
   if (kind == "max_pool" || kind == "avg_pool") {
     const SpatialPads pads = spatial_pads(layer, input);
     const torch::ExpandingArray<2> window({layer.kernel[0], layer.kernel[1]});
@@ -216,7 +275,7 @@ LayerModelImpl::Layer LayerModelImpl::build_layer(const LayerSpec& layer,
     PARITY_CHECK(next_dropout_ < dropout_sites_.size());
     const DropoutSite site = dropout_sites_[next_dropout_++];
     return [this, site](const torch::Tensor& x) {
-      if (!is_training()) return x;
+      if (!is_training() || captured_ != nullptr) return x;  // a capture runs without dropout
       if (dropout_ == nullptr) {
         throw InternalError("dropout at " + site.path + " trains without a DropoutStream");
       }
@@ -235,7 +294,6 @@ LayerModelImpl::Layer LayerModelImpl::transformer_layer(const LayerSpec& layer,
   if (kind == "class_token") return class_token(input);
   if (kind == "pos_embed") return pos_embed(input);
   if (kind == "attention") return attention(layer, input);
-  if (kind == "mlp_block") return mlp_block(layer, input);
   if (kind == "mean_tokens") return [](const torch::Tensor& x) { return x.mean(1); };
   if (kind == "take_class_token") return [](const torch::Tensor& x) { return x.select(1, 0); };
   throw InternalError("layer kind '" + kind + "' passed case validation");
@@ -314,12 +372,14 @@ LayerModelImpl::Layer LayerModelImpl::layer_norm(const LayerSpec& layer,
 }
 
 LayerModelImpl::Layer LayerModelImpl::residual(const LayerSpec& layer,
-                                               const std::vector<int64_t>& input) {
+                                               const std::vector<int64_t>& input,
+                                               const std::string& path) {
   // Branch first, then the projection: the order infer_model_shapes names their parameters in.
   std::vector<int64_t> branch_shape = input;
-  std::vector<Layer> branch = build(layer.layers, branch_shape);
+  std::vector<Layer> branch = build(layer.layers, branch_shape, intermediate_branch_prefix(path));
   std::vector<int64_t> shortcut_shape = input;
-  std::vector<Layer> shortcut = build(layer.projection, shortcut_shape);
+  std::vector<Layer> shortcut =
+      build(layer.projection, shortcut_shape, intermediate_projection_prefix(path));
   return [branch, shortcut](const torch::Tensor& x) {
     torch::Tensor y = run_layers(branch, x);
     return run_layers(shortcut, x) + y;
@@ -394,19 +454,11 @@ LayerModelImpl::Layer LayerModelImpl::attention(const LayerSpec& layer,
 // as torchvision's MLPBlock: Linear -> GELU -> Linear. The two dense layers take the next
 // canonical names, MlpBlock_i/Dense_0 and MlpBlock_i/Dense_1.
 LayerModelImpl::Layer LayerModelImpl::mlp_block(const LayerSpec& layer,
-                                                const std::vector<int64_t>& input) {
-  const auto sublayer = [&layer](const std::string& kind, int64_t features) {
-    LayerSpec spec;
-    spec.kind = kind;
-    spec.features = features;
-    spec.approximate = layer.approximate;
-    spec.origin = layer.origin;
-    return spec;
-  };
+                                                const std::vector<int64_t>& input,
+                                                const std::string& path) {
   std::vector<int64_t> shape = input;
-  const std::vector<Layer> layers = build(
-      {sublayer("dense", layer.features), sublayer("gelu", 0), sublayer("dense", input.back())},
-      shape);
+  const std::vector<Layer> layers =
+      build(mlp_block_layers(layer, input.back()), shape, intermediate_branch_prefix(path));
   return [layers](const torch::Tensor& x) { return run_layers(layers, x); };
 }
 

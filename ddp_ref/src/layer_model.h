@@ -24,6 +24,7 @@ class LayerModelImpl : public CaseModelImpl {
   explicit LayerModelImpl(const ModelSpec& spec);
 
   torch::Tensor forward(torch::Tensor rows) override;
+  CapturedIntermediates capture_intermediates(const torch::Tensor& rows) override;
 
   // Rank's BatchNorm running statistics in Flax's convention (flax_running_var).
   NamedTensors export_batch_stats() const override;
@@ -32,21 +33,30 @@ class LayerModelImpl : public CaseModelImpl {
   using Layer = std::function<torch::Tensor(const torch::Tensor&)>;
   struct BatchNormState;
 
+  // rows [B, D] reshaped to [model] input: [B, H, W, C] for an image (Flax's layout).
+  torch::Tensor image(const torch::Tensor& rows) const;
   // Builds `layers` on an input of one sample's shape `shape` (NHWC without N); on return
-  // `shape` is their output's.
-  std::vector<Layer> build(const std::vector<LayerSpec>& layers, std::vector<int64_t>& shape);
-  Layer build_layer(const LayerSpec& layer, const std::vector<int64_t>& input);
+  // `shape` is their output's. `prefix`: the list's intermediate paths' (layer_intermediates.h).
+  std::vector<Layer> build(const std::vector<LayerSpec>& layers, std::vector<int64_t>& shape,
+                           const std::string& prefix);
+  // `path`: the layer's intermediate path.
+  Layer build_layer(const LayerSpec& layer, const std::vector<int64_t>& input,
+                    const std::string& path);
+  // `layer`, keeping its output under its intermediate path while a capture is on.
+  Layer recorded(const std::string& path, const std::string& kind, Layer layer);
   Layer transformer_layer(const LayerSpec& layer, const std::vector<int64_t>& input);
   Layer dense(const LayerSpec& layer, const std::vector<int64_t>& input);
   Layer conv(const LayerSpec& layer, const std::vector<int64_t>& input);
   Layer batch_norm(const LayerSpec& layer, const std::vector<int64_t>& input);
   Layer layer_norm(const LayerSpec& layer, const std::vector<int64_t>& input);
-  Layer residual(const LayerSpec& layer, const std::vector<int64_t>& input);
+  Layer residual(const LayerSpec& layer, const std::vector<int64_t>& input,
+                 const std::string& path);
   Layer patch_embed(const LayerSpec& layer, const std::vector<int64_t>& input);
   Layer class_token(const std::vector<int64_t>& input);
   Layer pos_embed(const std::vector<int64_t>& input);
   Layer attention(const LayerSpec& layer, const std::vector<int64_t>& input);
-  Layer mlp_block(const LayerSpec& layer, const std::vector<int64_t>& input);
+  Layer mlp_block(const LayerSpec& layer, const std::vector<int64_t>& input,
+                  const std::string& path);
 
   // Registers a submodule under a unique torch name.
   template <typename Holder>
@@ -65,6 +75,7 @@ class LayerModelImpl : public CaseModelImpl {
   size_t next_stat_ = 0;
   std::vector<Layer> layers_;
   std::vector<std::shared_ptr<BatchNormState>> batch_norms_;
+  NamedTensors* captured_ = nullptr;  // while capture_intermediates runs
 };
 TORCH_MODULE(LayerModel);
 

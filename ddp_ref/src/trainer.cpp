@@ -197,6 +197,7 @@ class RankTrainer {
   void record_step(int64_t step, const StepOutcome& outcome, double step_seconds);
   std::vector<MaskDraw> gather_dropout_draws(int64_t step);
   void record_tensors(int64_t step, const NamedTensors& grads);
+  void record_intermediates(int64_t step);
   void report_progress(int64_t step, double step_seconds) const;
   std::optional<ProducerSummary> finish(const std::vector<double>& step_seconds,
                                         double setup_seconds);
@@ -311,6 +312,18 @@ void RankTrainer::record_tensors(int64_t step, const NamedTensors& grads) {
   recorder_.record_tensors(step, grads, params, model_->export_batch_stats(), replica_digests);
 }
 
+// The writing rank's (rank 0's) layer outputs on its batch of `step` (its first micro-batch),
+// from the parameters the step starts from, before its forward: one forward of the model
+// itself, not through DDP (no buffer broadcast, no reducer), outside the step's time.
+void RankTrainer::record_intermediates(int64_t step) {
+  if (!recorder_.records_intermediates(step)) return;
+  const StepBatches batches = plan_.step(step * spec_.train.grad_accum_steps);
+  const auto index = torch::tensor(batches.rank_sample_ids[rank_], torch::kInt64);
+  const CapturedIntermediates captured =
+      model_->capture_intermediates(context_.data->train_features.index_select(0, index));
+  recorder_.record_intermediates(step, captured.input, captured.outputs);
+}
+
 void RankTrainer::reduce_metrics(int64_t step, const StepOutcome& outcome) {
   std::vector<double> gathered = in_collective("loss all-gather", rank_, step, [&] {
     return all_gather_doubles(*group_, {outcome.loss_sum, outcome.sample_count}, world_size_);
@@ -388,6 +401,7 @@ std::optional<ProducerSummary> RankTrainer::run() {
       return 0;
     });
     apply_fault(context_.options->fault, rank_, step);
+    record_intermediates(step);
     // The step's time is what a DDP user's step costs: zero_grad, forward, backward with the
     // all-reduce, optimizer step. Gathering the metrics (one more collective) and recording
     // tensors are the harness's own work and stay outside it.

@@ -132,6 +132,8 @@ ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
     if (checkpoint_step_ == step) resume_from_checkpoint(step);
     const StepInputs batch =
         step_inputs(train_, *placement_, step, spec_.train.grad_accum_steps, options_.step.float64);
+    // Before the step: it donates the parameters and the batch statistics it reads.
+    record_intermediates(step, batch);
     // The step's time is the mapped train_step's: what a JAX user's step costs. Gathering the
     // metrics and recording tensors are the harness's own work and stay outside it.
     std::vector<pe::Tree> args = step_arguments(batch, step);
@@ -213,6 +215,18 @@ void EngineTrainer::record_step(StepRecord& record, const pe::Tree& reduced_grad
                               cases::tensors_from_params(params, separator), batch_stats,
                               digests);
   }
+}
+
+// Device 0's layer outputs on its batch of `step` (its first micro-batch), from the parameters
+// and batch statistics the step starts from: one eager forward, outside the step's time.
+void EngineTrainer::record_intermediates(int64_t step, const StepInputs& batch) const {
+  if (!recorder_->records_intermediates(step)) return;
+  const pe::Tree& inputs = spec_.train.grad_accum_steps == 1 ? batch.inputs : batch.inputs[0];
+  const cases::LayerIntermediates captured = cases::layer_model_intermediates(
+      spec_.model, device_params(0), device_slice(batch_stats_, 0), device_slice(inputs, 0).leaf());
+  NamedTensors outputs;
+  for (const auto& [path, output] : captured.outputs) outputs.emplace(path, cases::to_host(output));
+  recorder_->record_intermediates(step, cases::to_host(captured.input), outputs);
 }
 
 void EngineTrainer::report_progress(int64_t step, double loss) const {

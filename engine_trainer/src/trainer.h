@@ -39,6 +39,7 @@ class EngineTrainer {
   std::vector<uint64_t> replica_param_digests() const;
   void record_step(StepRecord& record, const pe::Tree& reduced_grads,
                    const std::vector<uint64_t>& digests) const;
+  void record_intermediates(int64_t step, const StepInputs& batch) const;
   void report_progress(int64_t step, double loss) const;
   ProducerSummary finish(double setup_seconds);
   std::map<std::string, double> evaluate() const;

@@ -111,5 +111,45 @@ TEST(StepRecorder, ANonFiniteLossStopsTheRunNamingTheStepAndEachReplica) {
   EXPECT_THAT(info.failure, HasSubstr("not finite on rank 0 (NaN)"));
 }
 
+// A layers model's outputs at its first record step only, named by their intermediate paths;
+// a producer that records other paths or shapes than the case's is a bug, refused.
+TEST(StepRecorder, RecordsLayerOutputsAtTheFirstRecordStepUnderTheCasesPaths) {
+  testing::TempDir temp;
+  const CaseSpec spec = load_case(
+      "cnn-fmnist", {"train.steps=3", "train.record_steps=[1, 2]",
+                     "model.layers=[{ kind = \"flatten\" }, { kind = \"dense\", features = 10 }]"});
+  RunDirWriter writer(temp.path("run"), run_info_for_case(spec, "pmap_engine"));
+  const StepRecorder recorder(spec, &writer, "device");
+  EXPECT_FALSE(recorder.records_intermediates(0));
+  EXPECT_TRUE(recorder.records_intermediates(1));
+  EXPECT_FALSE(recorder.records_intermediates(2));
+  EXPECT_FALSE(StepRecorder(spec, nullptr, "device").records_intermediates(1));
+
+  const HostTensor input = HostTensor::zeros(DType::F32, {2, 28, 28, 1});
+  const NamedTensors outputs = {
+      {"00_flatten", HostTensor::zeros(DType::F32, {2, 784})},
+      {"01_dense", HostTensor::from_f32({2, 10}, std::vector<float>(20, 0.5f))}};
+  NamedTensors wrong_shape = outputs;
+  wrong_shape.at("01_dense") = HostTensor::zeros(DType::F32, {2, 11});
+  EXPECT_THAT(
+      [&] { recorder.record_intermediates(1, input, wrong_shape); },
+      ::testing::ThrowsMessage<InternalError>(HasSubstr("01_dense (2, 11) (expected (2, 10))")));
+  NamedTensors extra = outputs;
+  extra.emplace("02_relu", HostTensor::zeros(DType::F32, {2, 10}));
+  EXPECT_THROW(recorder.record_intermediates(1, input, extra), InternalError);
+
+  recorder.record_intermediates(1, input, outputs);
+  const RunDir run = read_run_dir(temp.path("run"));
+  EXPECT_EQ(run.intermediate_steps, (std::vector<int64_t>{1}));
+  EXPECT_TRUE(run.tensor_steps.empty());  // the step's own tensors are another file
+  const NamedTensors recorded = read_step_intermediates(run.dir, 1);
+  ASSERT_EQ(recorded.size(), 3u);
+  EXPECT_EQ(recorded.at("input").shape, (Shape{2, 28, 28, 1}));
+  EXPECT_EQ(recorded.at("intermediates/00_flatten").shape, (Shape{2, 784}));
+  EXPECT_TRUE(recorded.at("intermediates/01_dense").bytes == outputs.at("01_dense").bytes);
+  EXPECT_THAT([&] { read_step_intermediates(run.dir, 2); },
+              ::testing::ThrowsMessage<InputError>(HasSubstr("recorded steps: 1")));
+}
+
 }  // namespace
 }  // namespace parity

@@ -2,7 +2,9 @@
 // the comparison harness. Layout (docs/design.md, "Run directory"; README "Run directory"):
 //   run.json        RunInfo, schema versioned, rewritten atomically at start and at the end
 //   metrics.jsonl   one StepMetrics object per line, appended and flushed every step
-//   tensors/        step_NNNNNN.safetensors at the case's record steps
+//   tensors/        step_NNNNNN.safetensors at the case's record steps; a layers model's layer
+//                   outputs at the first of them, intermediates_NNNNNN.safetensors
+//                   (layer_intermediates.h)
 //   rng.jsonl       the dropout masks' RNG streams, when the model has dropout (rng_streams.h)
 // A run that did not finish keeps status "running" (the producer died) or "incomplete" (it
 // failed and said why); readers never pass either off as complete.
@@ -104,6 +106,9 @@ class RunDirWriter {
   // metrics line, so a step in metrics.jsonl has its streams.
   void append_rng_draws(const std::vector<MaskDraw>& draws);
   void write_tensors(int64_t step, const NamedTensors& tensors);
+  // tensors/intermediates_NNNNNN.safetensors: the layer outputs of `step` (StepRecorder names
+  // them).
+  void write_intermediates(int64_t step, const NamedTensors& tensors);
   void finish();                                  // status "complete"
   void mark_incomplete(const std::string& why);   // status "incomplete", failure = why
 
@@ -127,6 +132,8 @@ struct RunDir {
   RunInfo info;
   std::vector<StepMetrics> steps;
   std::vector<int64_t> tensor_steps;  // steps with a tensors/step_NNNNNN.safetensors
+  // steps with a tensors/intermediates_NNNNNN.safetensors (a layers model's first record step)
+  std::vector<int64_t> intermediate_steps;
   std::vector<MaskDraw> rng;          // rng.jsonl, by step, site, replica; empty when none
 };
 
@@ -141,9 +148,14 @@ RunDir read_run_dir(const std::filesystem::path& dir);
 // ended (complete, or incomplete with its own reason) is left as it is.
 bool mark_run_dir_incomplete(const std::filesystem::path& dir, const std::string& why);
 NamedTensors read_step_tensors(const std::filesystem::path& dir, int64_t step);
+// The layer outputs recorded at `step` (tensors/intermediates_NNNNNN.safetensors: "input" and
+// "intermediates/PATH"); InputError naming the steps recorded when there are none at `step`.
+NamedTensors read_step_intermediates(const std::filesystem::path& dir, int64_t step);
 
 // DIR/tensors/step_NNNNNN.safetensors, the file a run records `step`'s tensors in.
 std::filesystem::path step_tensors_path(const std::filesystem::path& dir, int64_t step);
+// DIR/tensors/intermediates_NNNNNN.safetensors, the file a run records `step`'s layer outputs in.
+std::filesystem::path intermediates_path(const std::filesystem::path& dir, int64_t step);
 // "step_000012" + suffix -> 12; nullopt for any other name (temp files, stray files).
 std::optional<int64_t> step_of_tensor_file(const std::string& name, const std::string& suffix);
 

@@ -59,6 +59,15 @@ class StepRecorder {
   void record_tensors(int64_t step, const NamedTensors& grads, const NamedTensors& params,
                       const NamedTensors& batch_stats,
                       const std::vector<uint64_t>& replica_param_digests) const;
+  // Whether this process records layer outputs at `step`: it writes the run, the case is a layers
+  // model that records them (records_intermediates) and `step` is its first record step.
+  bool records_intermediates(int64_t step) const;
+  // tensors/intermediates_NNNNNN.safetensors: `input`, the batch the outputs were computed from,
+  // as "input", and each layer output as "intermediates/PATH". `outputs` must hold exactly the
+  // paths of layer_intermediates(model), each [batch, shape...] (InternalError otherwise: the
+  // two producers' files are compared name by name).
+  void record_intermediates(int64_t step, const HostTensor& input,
+                            const NamedTensors& outputs) const;
   // run.json's timings, memory and results; status "complete".
   void finish(const RunTotals& totals) const;
 
