@@ -7,6 +7,7 @@
 #include <map>
 
 #include "figures.h"
+#include "parity/common/layer_intermediates.h"
 #include "tensor_scan.h"
 
 namespace parity::compare {
@@ -386,9 +387,138 @@ std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& 
       "original job meant."};
 }
 
+// ---- M4, M5: the first layer whose outputs part --------------------------------------
+
+namespace {
+
+// A recorded layer output or the batch ("input"), as doubles.
+std::vector<double> intermediate_values(const RunDir& run, int64_t step, const std::string& name) {
+  const std::string key = name == kIntermediatesInput ? name : kIntermediatesGroup + name;
+  const NamedTensors tensors = read_step_intermediates(run.dir, step);
+  const auto found = tensors.find(key);
+  if (found == tensors.end()) return {};
+  return recorded_values(found->second, key, intermediates_path(run.dir, step).string());
+}
+
+// jax.nn.gelu(approximate=True), Flax's nn.gelu default (jax/_src/nn/functions.py, gelu:
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))), and the exact form, PyTorch's nn.GELU()
+// default approximate='none' (torch/nn/modules/activation.py, GELU: x Phi(x)).
+double gelu_tanh(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+
+// The largest |out_i - form(x_i)|.
+template <typename Form>
+double deviation(const std::vector<double>& x, const std::vector<double>& out, Form form) {
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(out[i] - form(x[i])));
+  return worst;
+}
+
+// "the tanh form (max deviation 1e-7)" when the run's outputs are one form of GELU to well
+// within the forms' own difference, else empty.
+std::string gelu_form_of(const std::vector<double>& x, const std::vector<double>& out,
+                         double forms_apart) {
+  const double tanh_deviation = deviation(x, out, gelu_tanh);
+  const double erf_deviation = deviation(x, out, gelu_erf);
+  constexpr double kWithin = 0.1;  // of the largest difference between the forms at these inputs
+  if (tanh_deviation < kWithin * forms_apart && tanh_deviation < erf_deviation) {
+    return fmt::format("jax.nn.gelu's tanh form (max deviation {})", format_number(tanh_deviation));
+  }
+  if (erf_deviation < kWithin * forms_apart) {
+    return fmt::format("the exact erf form (max deviation {})", format_number(erf_deviation));
+  }
+  return "";
+}
+
+std::string layer_text(const DivergingLayer& layer) {
+  return fmt::format("the first layer output that parts at step {} is {} (a {}), and what it "
+                     "read agrees ({}, max |A - B| {})",
+                     layer.step, layer.path, layer.kind, fmt::format("{}", fmt::join(layer.inputs, ", ")),
+                     format_number(layer.input_max_abs));
+}
+
+std::optional<Diagnosis> gelu_diagnosis(const RunPair& runs, const DivergingLayer& layer) {
+  if (layer.inputs.size() != 1) return std::nullopt;
+  const std::vector<double> x = intermediate_values(runs.a, layer.step, layer.inputs.front());
+  const std::vector<double> a = intermediate_values(runs.a, layer.step, layer.path);
+  const std::vector<double> b = intermediate_values(runs.b, layer.step, layer.path);
+  if (x.empty() || x.size() != a.size() || a.size() != b.size()) return std::nullopt;
+  double forms_apart = 0;
+  for (const double value : x) {
+    forms_apart = std::max(forms_apart, std::abs(gelu_tanh(value) - gelu_erf(value)));
+  }
+  const std::string form_a = gelu_form_of(x, a, forms_apart);
+  const std::string form_b = gelu_form_of(x, b, forms_apart);
+  if (form_a.empty() || form_b.empty() || form_a.substr(0, 8) == form_b.substr(0, 8)) {
+    return std::nullopt;
+  }
+  return Diagnosis{
+      "M4", "GELU: the tanh approximation on one side, the exact form on the other",
+      fmt::format("{}: A computes {}, B {}; the outputs differ by up to {}", layer_text(layer),
+                  form_a, form_b, format_number(layer.max_abs)),
+      "Use one GELU on both sides: Flax's nn.gelu (jax.nn.gelu) defaults to approximate=True, "
+      "PyTorch's nn.GELU() to approximate='none'; write jax.nn.gelu(x, approximate=False) in "
+      "the port, or nn.GELU(approximate='tanh') in PyTorch."};
+}
+
+// With the same scale and bias (the step's parameters; 1 and 0 at initialisation), each row of
+// a LayerNorm's output is (x - mean) / sqrt(var + eps): A's row is B's times
+// r = sqrt((var + eps_B) / (var + eps_A)), so eps_B - eps_A = (r^2 - 1)(var + eps_A), read as
+// (r^2 - 1) var where eps_A is small against the row's variance.
+std::optional<Diagnosis> epsilon_diagnosis(const RunPair& runs, const DivergingLayer& layer) {
+  if (layer.inputs.size() != 1 || !layer.row_ratios || layer.shape.empty()) return std::nullopt;
+  constexpr double kMultiple = 1e-2;  // rows of A that are multiples of B's, to this residual
+  if (layer.row_ratios->max_residual > kMultiple) return std::nullopt;
+  const std::vector<double> x = intermediate_values(runs.a, layer.step, layer.inputs.front());
+  const std::vector<double> a = intermediate_values(runs.a, layer.step, layer.path);
+  const std::vector<double> b = intermediate_values(runs.b, layer.step, layer.path);
+  const size_t width = static_cast<size_t>(layer.shape.back());
+  if (width == 0 || x.size() != a.size() || a.size() != b.size()) return std::nullopt;
+  std::vector<double> differences;
+  for (size_t row = 0; row + width <= x.size(); row += width) {
+    double mean = 0, ab = 0, bb = 0;
+    for (size_t i = row; i < row + width; ++i) mean += x[i];
+    mean /= static_cast<double>(width);
+    double var = 0;
+    for (size_t i = row; i < row + width; ++i) {
+      var += (x[i] - mean) * (x[i] - mean);
+      ab += a[i] * b[i];
+      bb += b[i] * b[i];
+    }
+    var /= static_cast<double>(width);
+    if (bb > 0) differences.push_back((ab / bb) * (ab / bb) * var - var);
+  }
+  if (differences.empty()) return std::nullopt;
+  return Diagnosis{
+      "M5", "LayerNorm epsilon: 1e-5 on one side, 1e-6 on the other",
+      fmt::format("{}: every row of A's output is B's times a factor from {:.6f} to {:.6f} (rows "
+                  "multiples to {:.1e}), larger where the row's variance is smaller, as "
+                  "sqrt((var + eps_B) / (var + eps_A)) is: eps_B - eps_A = {:.2e} (median over "
+                  "{} rows)",
+                  layer_text(layer), layer.row_ratios->min, layer.row_ratios->max,
+                  layer.row_ratios->max_residual, median(differences), differences.size()),
+      "Set epsilon explicitly on both sides: Flax's nn.LayerNorm defaults to epsilon=1e-6, "
+      "PyTorch's nn.LayerNorm to eps=1e-5 (nn.LayerNorm(epsilon=1e-5) in the port)."};
+}
+
+}  // namespace
+
+std::optional<Diagnosis> diverging_layer_rule(const RunPair& runs, const Findings& findings) {
+  if (!findings.first_diverging_layer) return std::nullopt;
+  const DivergingLayer& layer = *findings.first_diverging_layer;
+  if (!layer.inputs_agree || !layer.not_compared.empty()) return std::nullopt;
+  if (layer.kind == "gelu") return gelu_diagnosis(runs, layer);
+  if (layer.kind == "layer_norm") return epsilon_diagnosis(runs, layer);
+  // A strided window padded differently (M3) needs more than the layer outputs' best grid move,
+  // which is approximate at stride 2 (the layer outputs check reports it): not diagnosed yet.
+  return std::nullopt;
+}
+
 const std::vector<DefaultRule>& default_rules() {
-  static const std::vector<DefaultRule> rules = {initialiser_rule, batch_norm_momentum_rule,
-                                                 weight_decay_rule};
+  static const std::vector<DefaultRule> rules = {initialiser_rule, diverging_layer_rule,
+                                                 weight_decay_rule, batch_norm_momentum_rule};
   return rules;
 }
 

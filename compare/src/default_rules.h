@@ -6,6 +6,10 @@
 //   M1  initialisers            kernels' std x sqrt(fan_in) at the first step: 1 (Flax's
 //                               lecun_normal) vs 1/sqrt(3) (PyTorch's kaiming_uniform(a=sqrt 5)),
 //                               biases zero vs uniform
+//   M4  GELU                    the first layer output that parts (its inputs agreeing) is a
+//                               gelu, one run's the tanh form, the other's the erf form
+//   M5  LayerNorm epsilon       ... is a layer_norm, each row of one a multiple of the other's,
+//                               eps_B - eps_A solved from the rows' variances
 //   M2  BatchNorm momentum      running means at step 0 in a constant ratio in every channel, the
 //                               EMA weights solved from steps 0 and 1
 //   M6  Adam L2 vs AdamW        equal gradients; the first updates differ by lr x lambda x theta
@@ -22,6 +26,7 @@
 namespace parity::compare {
 
 std::optional<Diagnosis> initialiser_rule(const RunPair& runs, const Findings& findings);
+std::optional<Diagnosis> diverging_layer_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> batch_norm_momentum_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& findings);
 

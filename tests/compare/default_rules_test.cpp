@@ -26,6 +26,14 @@ std::string small_conv_case(double momentum) {
       momentum);
 }
 
+// The same small case with the model `layers` (a TOML array of inline tables).
+std::string small_case_with(const std::string& layers) {
+  return fmt::format(
+      "cnn-fmnist --set parallel.replicas=2 --set data.per_replica_batch=8 --set train.steps=2 "
+      "--set 'train.record_steps=[0, 1]' --set 'model.layers={}'",
+      layers);
+}
+
 ComparisonResult compare(const std::filesystem::path& a, const std::filesystem::path& b) {
   return compare_run_dirs(a, b, CompareOptions{});
 }
@@ -96,6 +104,47 @@ TEST(DefaultRules, FlaxMomentumDefaultAgainstTorchsIsM2WithBothWeights) {
   EXPECT_NEAR(number_after(diagnosis.evidence, "running means are "), 0.1, 1e-3);
   EXPECT_NEAR(number_after(diagnosis.evidence, "A's weight is "), 0.01, 1e-4);
   EXPECT_NEAR(number_after(diagnosis.evidence, "), B's "), 0.1, 1e-3);
+}
+
+// jax.nn.gelu defaults to approximate=True (jax/_src/nn/functions.py, gelu), torch.nn.GELU to
+// approximate='none' (torch/nn/modules/activation.py): the first layer output that parts is the
+// gelu's, its input agreeing, and each run's outputs are one form to float rounding.
+TEST(DefaultRules, TanhGeluAgainstExactGeluIsM4) {
+  const auto model = [](bool approximate) {
+    return small_case_with(fmt::format(
+        "[{{kind=\"flatten\"}}, {{kind=\"dense\", features=32}}, {{kind=\"gelu\", "
+        "approximate={}}}, {{kind=\"dense\", features=10}}]",
+        approximate));
+  };
+  const auto engine = testing::shared_run("pmap-gelu-tanh", "pmap", "", 0, model(true));
+  const auto ddp = testing::shared_run("ddp-gelu-erf", "ddp", "", 0, model(false));
+  EXPECT_EQ(matching(engine, ddp), Ids{"M4"});
+  const ComparisonResult result = compare(engine, ddp);
+  ASSERT_FALSE(result.diagnoses.empty());
+  EXPECT_EQ(result.diagnoses.front().pitfall, "M4");
+  EXPECT_THAT(result.diagnoses.front().evidence, HasSubstr("is 02_gelu (a gelu)"));
+  EXPECT_THAT(result.diagnoses.front().evidence,
+              HasSubstr("A computes jax.nn.gelu's tanh form (max deviation"));
+  EXPECT_THAT(result.diagnoses.front().evidence, HasSubstr("B the exact erf form"));
+}
+
+// flax.linen.LayerNorm's epsilon defaults to 1e-6 (flax/linen/normalization.py), torch's
+// nn.LayerNorm eps to 1e-5 (torch/nn/modules/normalization.py): the rows' factors give
+// eps_B - eps_A = 1e-5 - 1e-6.
+TEST(DefaultRules, LayerNormEpsilonsOfTheTwoFrameworksAreM5) {
+  const auto model = [](double epsilon) {
+    return small_case_with(fmt::format(
+        "[{{kind=\"flatten\"}}, {{kind=\"dense\", features=32}}, {{kind=\"layer_norm\", "
+        "epsilon={}}}, {{kind=\"relu\"}}, {{kind=\"dense\", features=10}}]",
+        epsilon));
+  };
+  const auto engine = testing::shared_run("pmap-layer-norm-1e-6", "pmap", "", 0, model(1e-6));
+  const auto ddp = testing::shared_run("ddp-layer-norm-1e-5", "ddp", "", 0, model(1e-5));
+  EXPECT_EQ(matching(engine, ddp), Ids{"M5"});
+  const ComparisonResult result = compare(engine, ddp);
+  ASSERT_FALSE(result.diagnoses.empty());
+  EXPECT_EQ(result.diagnoses.front().pitfall, "M5");
+  EXPECT_NEAR(number_after(result.diagnoses.front().evidence, "eps_B - eps_A = "), 9e-6, 2e-7);
 }
 
 // nn.Dense/nn.Conv's lecun_normal (flax/linen/linear.py default_kernel_init) against
