@@ -87,8 +87,14 @@ TEST(CasesCatalogue, RunAllBehavesAsEachCaseExpectsAndWritesTheCatalogue) {
   EXPECT_EQ(catalogue.at("schema"), "parity-catalogue");
   EXPECT_EQ(catalogue.at("verdict"), "passes");
   std::map<std::string, nlohmann::json> by_id;
-  for (const auto& entry : catalogue.at("entries")) by_id[entry.at("id")] = entry;
+  std::vector<std::string> order;
+  for (const auto& entry : catalogue.at("entries")) {
+    by_id[entry.at("id")] = entry;
+    order.push_back(entry.at("id"));
+  }
   ASSERT_EQ(by_id.size(), kItems.size());
+  // Catalogue order: S, P, R, C, M, by number within each (kItems is written in it).
+  EXPECT_EQ(order, kItems);
 
   for (const CaseSpec& spec : list_cases()) {
     const ScenarioSpec& scenario = spec.scenario;
