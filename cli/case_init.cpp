@@ -21,4 +21,12 @@ void write_init_file(const std::filesystem::path& path, const CaseSpec& spec) {
                      {"scale", fmt::format("{}", spec.init.scale)}});
 }
 
+std::filesystem::path engine_init_file(const CaseSpec& reference, const CaseSpec& engine,
+                                       const std::filesystem::path& reference_init,
+                                       const std::filesystem::path& engine_init) {
+  if (engine.init == reference.init) return reference_init;
+  write_init_file(engine_init, engine);
+  return engine_init;
+}
+
 }  // namespace parity::cli

@@ -18,4 +18,13 @@ NamedTensors make_init_params(const CaseSpec& spec);
 // seed and scale it was made from.
 void write_init_file(const std::filesystem::path& path, const CaseSpec& spec);
 
+// The engine's initial parameters: `reference_init`, the file the reference producer starts
+// from (made from `reference`), unless the engine's case initialises otherwise (its
+// scenario.engine_overrides set [init], as M1's port keeps Flax's initialisers where the
+// PyTorch job kept torch's); then its own, written to `engine_init`. Both producers start from
+// one file whenever the initialisation is not the difference under test.
+std::filesystem::path engine_init_file(const CaseSpec& reference, const CaseSpec& engine,
+                                       const std::filesystem::path& reference_init,
+                                       const std::filesystem::path& engine_init);
+
 }  // namespace parity::cli

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 
+#include "case_init.h"
 #include "parity/common/error.h"
 #include "parity/common/progress.h"
 #include "parity/common/run_dir.h"
@@ -36,6 +37,9 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
                                        compare::CompareOptions options, bool oracle,
                                        const std::string& progress_label) {
   cases::require_training_program(spec, find_engine_program(spec.scenario.engine_program));
+  // The engine under test trains the case with its engine_overrides (the defaults a port kept);
+  // the reference, ddp_ref or the engine's pmean step, and the oracle train the case itself.
+  const CaseSpec engine_spec = engine_case(spec);
   const std::filesystem::path init = ensure_init_file(spec, "", dir);
   const int64_t steps = spec.train.steps;
   const int64_t trainings = oracle ? 3 : 2;
@@ -69,13 +73,15 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
     train_producer("ddp_ref", [&] { ddp_ref::train(spec, ddp); });
   }
 
+  engine.init_file = engine_init_file(spec, engine_spec, init, dir / "init-engine.safetensors");
   engine.on_step = [&](int64_t done) { progress.update(steps + done); };
   progress.update(steps);
   progress.phase(spec.parallel.processes > 1
                      ? fmt::format("pmap_engine, {} devices in {} processes",
                                    spec.parallel.replicas, spec.parallel.processes)
                      : fmt::format("pmap_engine, {} devices", spec.parallel.replicas));
-  train_producer("pmap_engine", [&] { train_engine(spec, engine, spec.parallel.processes); });
+  train_producer("pmap_engine",
+                 [&] { train_engine(engine_spec, engine, engine_spec.parallel.processes); });
 
   // The case's own tensor band, unless the command line gave one.
   if (!options.tensor_rtol && spec.compare.tensor_rtol > 0) {
@@ -87,9 +93,11 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
   std::optional<RunDir> oracle_run;
   options.oracle = nullptr;
   if (oracle) {
-    // The oracle is the reference's computation in f64: the faithful program, whatever the
-    // engine run under test does.
+    // The oracle is the reference's computation in f64: the faithful program on the case as
+    // the reference trains it (without engine_overrides), whatever the engine run under test
+    // does.
     engine_trainer::EngineOptions reference = engine;
+    reference.init_file = init;
     reference.out_dir = dir / "oracle";
     reference.step.program = "pmean";
     reference.step.float64 = true;

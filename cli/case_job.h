@@ -1,7 +1,9 @@
 // The main job for one case, shared by `parity run` and `parity cases run`: the case's initial
 // parameters once, a DDP run (ddp_ref, ranks as threads) and an engine run (pmap_engine, the
-// case's scenario.engine_program) from them, a float64 engine run when the oracle is asked for,
-// and the comparison, under DIR/{init.safetensors, ddp/, pmap/, oracle/}.
+// case's scenario.engine_program, on the case with its scenario.engine_overrides) from them, a
+// float64 engine run of the case when the oracle is asked for, and the comparison, under
+// DIR/{init.safetensors, ddp/, pmap/, oracle/}; DIR/init-engine.safetensors when the engine's
+// overrides change [init].
 #pragma once
 
 #include <filesystem>

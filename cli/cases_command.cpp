@@ -75,6 +75,10 @@ void show_command(const std::string& wanted) {
         "as expected)\n  expected     {}\n  program      {}\n",
         scenario.id, scenario.title, scenario.source, scenario.claim, scenario.verdict,
         expected_outcome(spec), scenario.engine_program);
+    if (!scenario.engine_overrides.empty()) {
+      std::cout << fmt::format("  engine sets  {} (ddp_ref trains the case without)\n",
+                               fmt::join(scenario.engine_overrides, ", "));
+    }
     if (!scenario.fact_check.empty()) {
       std::cout << fmt::format("  fact-check   {}\n  (figures in braces are filled from the run)\n",
                                scenario.fact_check);
@@ -93,7 +97,7 @@ struct RunArgumentsOfCases : ComparisonArguments {
   std::string out = "parity-out/cases";
 };
 
-// The scenario cases to run, in catalogue order (S before P, then by number).
+// The scenario cases to run, in catalogue order (S, P, R, C, M, then by number).
 std::vector<CaseSpec> selected_cases(const RunArgumentsOfCases& arguments) {
   const std::vector<CaseSpec> all = list_cases();
   std::vector<CaseSpec> selected;
@@ -110,10 +114,12 @@ std::vector<CaseSpec> selected_cases(const RunArgumentsOfCases& arguments) {
       selected.push_back(spec);
     }
   }
-  // S (semantics), P (pitfalls), R (RNG items), then any other letter; by number within each.
+  // S (semantics), P (pitfalls), R (RNG items), C (claims no pitfall covers), M (migration
+  // defaults, ../shared/docs/migration-defaults.md), then any other letter; by number within
+  // each.
   auto order = [](const CaseSpec& spec) {
     const std::string& id = spec.scenario.id;
-    const std::string letters = "SPR";
+    const std::string letters = "SPRCM";
     return std::make_pair(letters.find(id.front()), std::stoi("0" + id.substr(1)));
   };
   std::stable_sort(selected.begin(), selected.end(),

@@ -51,7 +51,9 @@ void register_pmap_command(CLI::App& app) {
                    "seconds a process may wait for the others (joining, every exchange)")
       ->check(positive_number(kMaxTimeoutSeconds));
   command->callback([arguments] {
-    CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
+    // The engine trains the case with its scenario.engine_overrides (a process started by a
+    // launcher gets the case already resolved; applying them again changes nothing).
+    const CaseSpec spec = engine_case(load_case(arguments->case_name, arguments->overrides));
     engine_trainer::EngineOptions options;
     options.out_dir = arguments->out.empty() ? default_out_dir(spec, "pmap")
                                              : std::filesystem::path(arguments->out);

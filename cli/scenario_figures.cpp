@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 
 namespace parity::cli {
 namespace {
@@ -83,6 +84,15 @@ ObservedFigures comparison_figures(const compare::ComparisonResult& result) {
     }
   }
   if (first_failing) figures.set("first_failing_step", static_cast<double>(*first_failing));
+  // What each run evaluated at its end: test_loss_a, test_accuracy_b, ...
+  for (const auto& [run, summary] : {std::pair{"a", &result.a}, std::pair{"b", &result.b}}) {
+    for (const char* name : {"test_loss", "test_accuracy"}) {
+      const auto found = summary->results.find(name);
+      if (found != summary->results.end()) {
+        figures.set(fmt::format("{}_{}", name, run), found->second);
+      }
+    }
+  }
   figures.set("replicas_a", static_cast<double>(result.a.replicas));
   figures.set("processes_a", static_cast<double>(result.a.processes));
   figures.set("replicas_b", static_cast<double>(result.b.replicas));

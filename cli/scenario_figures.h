@@ -12,6 +12,8 @@
 //   grad_norm_ratio.step_N                 at each step N the series holds
 //   nonfinite_losses_a, _b                 steps whose loss is NaN or infinite
 //   replica_spread_a.max, _b.max           the widest spread of one step's replica losses
+//   test_loss_a, test_accuracy_a, _b       what each run evaluated on the test split at its end
+//                                          (with BatchNorm's running statistics), when it did
 //   CHECK.FIGURE                           every figure of every check, e.g.
 //                                          loss_curve.max_abs_error, gradients.global_norm_ratio
 #pragma once

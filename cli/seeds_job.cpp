@@ -69,7 +69,8 @@ compare::ComparisonResult run_seeds_job(const SeedsJob& job,
   std::vector<CaseSpec> ddp_specs;
   for (int64_t k = 0; k < job.seeds; ++k) {
     const std::vector<std::string> seeds = seed_overrides(spec, k);
-    engine_specs.push_back(load_case(job.case_name, joined(job.overrides, seeds)));
+    // The engine trains each seed's case with the case's engine_overrides, as run_case_job.
+    engine_specs.push_back(engine_case(load_case(job.case_name, joined(job.overrides, seeds))));
     ddp_specs.push_back(
         load_case(job.case_name, joined(joined(job.overrides, job.ddp_overrides), seeds)));
   }
@@ -95,7 +96,7 @@ compare::ComparisonResult run_seeds_job(const SeedsJob& job,
     if (init_varies) {
       ddp.init_file = seeds_dir / "init" / (name + ".safetensors");
       create_output_directory(ddp.init_file.parent_path());
-      write_init_file(ddp.init_file, engine_specs[k]);
+      write_init_file(ddp.init_file, ddp_specs[k]);
     }
     ddp.overwrite = true;
     ddp.quiet = true;
@@ -107,7 +108,10 @@ compare::ComparisonResult run_seeds_job(const SeedsJob& job,
 
     engine_trainer::EngineOptions engine;
     engine.out_dir = seeds_dir / "pmap" / name;
-    engine.init_file = ddp.init_file;
+    engine.init_file = engine_init_file(
+        ddp_specs[k], engine_specs[k], ddp.init_file,
+        init_varies ? seeds_dir / "init" / (name + "-engine.safetensors")
+                    : job.dir / "init-engine.safetensors");
     engine.overwrite = true;
     engine.quiet = true;
     engine.step.program = spec.scenario.engine_program;

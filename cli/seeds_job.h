@@ -1,10 +1,13 @@
 // parity run CASE --seeds N: the case trained N times by each producer, seed K's runs with the
 // case's seeds (compare.seed_keys) + K, and the two sets judged by their final values'
-// distributions (compare/seed_sets.h), under
+// distributions (compare/seed_sets.h); the engine's runs with the case's
+// scenario.engine_overrides, as run_case_job's (case_job.h). Under
 //   DIR/init.safetensors              the initial parameters, unless init.seed varies: then
 //   DIR/seeds/init/seed-K.safetensors   each seed's
 //   DIR/seeds/pmap/seed-K/            the engine's runs (set A, under test)
 //   DIR/seeds/ddp/seed-K/             ddp_ref's runs (set B, the reference)
+//   DIR/init-engine.safetensors       (or seeds/init/seed-K-engine.safetensors) the engine's,
+//                                       when its overrides change [init]
 #pragma once
 
 #include <cstdint>

@@ -238,8 +238,11 @@ class CaseChecker {
     const ScenarioSpec& scenario = spec_.scenario;
     const Key& expect = keys::kScenarioExpect;
     if (scenario.id.empty()) {
-      if (!scenario.expect.empty()) {
-        fail(expect,
+      const Key* set = !scenario.expect.empty()                ? &expect
+                       : !scenario.engine_overrides.empty() ? &keys::kScenarioEngineOverrides
+                                                             : nullptr;
+      if (set != nullptr) {
+        fail(*set,
              "a [scenario] needs an id (the item of docs/pitfalls.md it reproduces, e.g. id = "
              "\"P2\")");
       }

@@ -45,9 +45,20 @@ std::optional<std::string> closest(std::string_view word, const std::vector<std:
 
 }  // namespace
 
+std::string describe(const Origin& origin) {
+  if (origin.override_text.empty()) return origin.file_position;
+  const std::string text = origin.override_list + " " + origin.override_text;
+  return origin.file_position.empty() ? text : text + " (" + origin.file_position + ")";
+}
+
 Origin KeyOrigins::of(const case_schema::Key& key) const {
   auto found = origins_.find(&key);
   return found != origins_.end() ? found->second : Origin{file_.string(), ""};
+}
+
+Origin KeyOrigins::of(const case_schema::Key& key, size_t index) const {
+  auto found = element_origins_.find({&key, index});
+  return found != element_origins_.end() ? found->second : of(key);
 }
 
 void fail_at(const Origin& origin, const std::string& problem, const std::string& hint) {
@@ -56,11 +67,12 @@ void fail_at(const Origin& origin, const std::string& problem, const std::string
     // A long override (200,000 widths) is cut: the message names it, it need not repeat it.
     constexpr size_t kShown = 100;
     const std::string& text = origin.override_text;
-    message = "--set " +
+    message = origin.override_list + " " +
               (text.size() <= kShown ? text
                                      : text.substr(0, kShown) + "... (" +
                                            std::to_string(text.size()) + " characters)") +
-              ": " + problem;
+              ": " + problem +
+              (origin.file_position.empty() ? "" : " at " + origin.file_position);
   } else {
     message = problem + (origin.file_position.empty() ? "" : " at " + origin.file_position);
   }

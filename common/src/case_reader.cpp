@@ -59,8 +59,11 @@ std::string read_text_file(const std::filesystem::path& file) {
 class CaseReader {
  public:
   CaseReader(const toml::table& root, std::filesystem::path file,
-             const std::map<const Key*, std::string>& override_texts, KeyOrigins& origins)
-      : root_(root), file_(std::move(file)), override_texts_(override_texts), origins_(origins) {}
+             const OverrideOrigins& override_origins, KeyOrigins& origins)
+      : root_(root),
+        file_(std::move(file)),
+        override_origins_(override_origins),
+        origins_(origins) {}
 
   void read(const Key& key, std::string& out) {
     if (const toml::node* node = lookup(key)) {
@@ -113,13 +116,15 @@ class CaseReader {
 
   void read(const Key& key, std::vector<std::string>& out) {
     read_list<std::string>(key, Kind::kStringList, "a string", out);
+    remember_element_origins(key);
   }
 
   void read(const Key& key, std::vector<LayerSpec>& out) {
     const toml::node* node = lookup(key);
     if (node == nullptr) return;
-    out = read_layers(*node, key.dotted(),
-                      [&](const toml::node& element) { return element_origin(key, element); });
+    out = read_layers(*node, key.dotted(), [&](const toml::node& element, const std::string& path) {
+      return origin_at(path, element);
+    });
   }
 
  private:
@@ -135,24 +140,41 @@ class CaseReader {
       const toml::node& element = *array->get(i);
       const std::optional<T> value = element.value_exact<T>();
       if (!value) {
-        fail_at(element_origin(key, element), key.dotted() + "[" + std::to_string(i) +
-                                                  "]: expected " + element_kind + ", found " +
-                                                  found_name(element));
+        const std::string path = element_path(key, i);
+        fail_at(origin_at(path, element),
+                path + ": expected " + element_kind + ", found " + found_name(element));
       }
       out.push_back(*value);
     }
   }
 
+  // Where each element of a string list was written: an entry of scenario.engine_overrides is
+  // named by its own line when the engine's case refuses it. (Not for the integer lists, which
+  // may hold a million widths.)
+  void remember_element_origins(const Key& key) {
+    const toml::table* table = root_[key.section.name].as_table();
+    const toml::array* array = table != nullptr ? table->get_as<toml::array>(key.name) : nullptr;
+    if (array == nullptr) return;
+    for (size_t i = 0; i < array->size(); ++i) {
+      origins_.set(key, i, origin_at(element_path(key, i), *array->get(i)));
+    }
+  }
+
+  static std::string element_path(const Key& key, size_t index) {
+    return key.dotted() + "[" + std::to_string(index) + "]";
+  }
+
   const toml::node* lookup(const Key& key) {
     const toml::table* table = root_[key.section.name].as_table();
     const toml::node* node = table != nullptr ? table->get(key.name) : nullptr;
-    if (node != nullptr) origins_.set(key, element_origin(key, *node));
+    if (node != nullptr) origins_.set(key, origin_at(key.dotted(), *node));
     return node;
   }
 
-  Origin element_origin(const Key& key, const toml::node& node) const {
-    auto override_text = override_texts_.find(&key);
-    if (override_text != override_texts_.end()) return Origin{"", override_text->second};
+  // The override that set the value at `path` (or one inside it), else the node's place in the
+  // file.
+  Origin origin_at(const std::string& path, const toml::node& node) const {
+    if (const Origin* override_origin = override_origins_.find(path)) return *override_origin;
     return Origin{position(file_, node.source()), ""};
   }
 
@@ -163,7 +185,7 @@ class CaseReader {
 
   const toml::table& root_;
   std::filesystem::path file_;
-  const std::map<const Key*, std::string>& override_texts_;  // kTrainLr -> "train.lr=3e-4"
+  const OverrideOrigins& override_origins_;
   KeyOrigins& origins_;
 };
 
@@ -203,10 +225,9 @@ void check_structure(const toml::table& root, const std::filesystem::path& file)
 }
 
 CaseSpec read_case(const toml::table& root, const std::filesystem::path& file,
-                   const std::map<const Key*, std::string>& override_texts,
-                   KeyOrigins& origins) {
+                   const OverrideOrigins& override_origins, KeyOrigins& origins) {
   CaseSpec spec;
-  CaseReader reader(root, file, override_texts, origins);
+  CaseReader reader(root, file, override_origins, origins);
   case_schema::for_each_case_key(spec, [&](const Key& key, auto& field) { reader.read(key, field); });
   return spec;
 }

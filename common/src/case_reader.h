@@ -10,6 +10,7 @@
 #include <string>
 
 #include "case_errors.h"
+#include "case_overrides.h"
 #include "case_schema.h"
 #include "parity/common/case_spec.h"
 
@@ -24,10 +25,9 @@ toml::table parse_case_text(const std::string& text, const std::filesystem::path
 void check_structure(const toml::table& root, const std::filesystem::path& file);
 
 // The (overridden) table into a CaseSpec: keys `root` lacks keep their defaults, a value of the
-// wrong type or a negative seed is refused. `override_texts` holds the --set text of each key an
-// override set; `origins` receives where each value came from.
+// wrong type or a negative seed is refused. `override_origins` names the override that set each
+// value it set; `origins` receives where each value (and each element of a list) came from.
 CaseSpec read_case(const toml::table& root, const std::filesystem::path& file,
-                   const std::map<const case_schema::Key*, std::string>& override_texts,
-                   KeyOrigins& origins);
+                   const OverrideOrigins& override_origins, KeyOrigins& origins);
 
 }  // namespace parity

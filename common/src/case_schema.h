@@ -159,6 +159,9 @@ inline const Key kScenarioExpectErrorByRelease{kScenario, "expect_error_by_relea
 inline const Key kScenarioExpectFigures{kScenario, "expect_figures"};
 inline const Key kScenarioMissing{kScenario, "missing"};
 inline const Key kScenarioEngineProgram{kScenario, "engine_program"};
+inline const Key kScenarioEngineOverrides{
+    kScenario, "engine_overrides", {},
+    "section.key=value overrides, as --set takes them, that only the engine trains with", false};
 inline const Key kScenarioReference{kScenario, "reference"};
 inline const Key kScenarioQuick{kScenario, "quick"};
 
@@ -224,6 +227,7 @@ void for_each_case_key(Spec& spec, Visit&& visit) {
   visit(kScenarioExpectFigures, spec.scenario.expect_figures);
   visit(kScenarioMissing, spec.scenario.missing);
   visit(kScenarioEngineProgram, spec.scenario.engine_program);
+  visit(kScenarioEngineOverrides, spec.scenario.engine_overrides);
   visit(kScenarioReference, spec.scenario.reference);
   visit(kScenarioQuick, spec.scenario.quick);
 }

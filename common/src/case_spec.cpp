@@ -12,6 +12,7 @@
 #include "case_overrides.h"
 #include "case_reader.h"
 #include "case_writer.h"
+#include "engine_case.h"
 #include "parity/common/case_limits.h"
 #include "parity/common/digest.h"
 #include "parity/common/error.h"
@@ -32,13 +33,17 @@ CaseSpec load_case(const std::string& name_or_path, const std::vector<std::strin
   const std::filesystem::path file = resolve_case_file(name_or_path);
   toml::table root = parse_case_file(file);
   check_structure(root, file);
-  const auto override_texts = apply_overrides(root, overrides);
+  const OverrideOrigins override_origins =
+      apply_overrides(root, command_line_overrides(overrides));
   KeyOrigins origins(file);
-  CaseSpec spec = read_case(root, file, override_texts, origins);
+  CaseSpec spec = read_case(root, file, override_origins, origins);
   spec.source_file = file;
   check_case(spec, origins);
   // Last: the estimate assumes the bounds above (case_limits.h) hold.
   check_case_memory(spec, physical_memory_bytes());
+  // The engine's case must load too: its overrides are checked now, each error naming the
+  // entry's place in the file, not when a run reaches the engine.
+  apply_engine_overrides(spec, engine_override_origins(spec, origins));
   return spec;
 }
 
@@ -46,7 +51,7 @@ CaseSpec case_from_text(const std::string& toml, const std::filesystem::path& or
   const toml::table root = parse_case_text(toml, origin);
   check_structure(root, origin);
   KeyOrigins origins(origin);
-  CaseSpec spec = read_case(root, origin, {}, origins);
+  CaseSpec spec = read_case(root, origin, OverrideOrigins(), origins);
   check_case(spec, origins);
   return spec;
 }

@@ -34,21 +34,14 @@ std::vector<std::string> kind_names() {
 
 std::string kinds_hint() { return "layer kinds: " + join(kind_names()); }
 
-// The keys a kind takes, required ones first.
-std::vector<std::string> keys_of(const LayerKind& kind) {
-  std::vector<std::string> keys = kind.required;
-  keys.insert(keys.end(), kind.optional.begin(), kind.optional.end());
-  return keys;
-}
-
 class LayerReader {
  public:
-  LayerReader(const std::function<Origin(const toml::node&)>& origin_of) : origin_of_(origin_of) {}
+  explicit LayerReader(const NodeOrigin& origin_of) : origin_of_(origin_of) {}
 
   std::vector<LayerSpec> list(const toml::node& node, const std::string& path) {
     const toml::array* array = node.as_array();
     if (array == nullptr || array->empty()) {
-      fail_at(origin_of_(node), path + ": expected a non-empty array of layer tables",
+      fail_at(origin_of_(node, path), path + ": expected a non-empty array of layer tables",
               "for example layers = [{ kind = \"dense\", features = 10 }]");
     }
     std::vector<LayerSpec> layers;
@@ -62,31 +55,29 @@ class LayerReader {
   LayerSpec layer(const toml::node& node, const std::string& path) {
     const toml::table* table = node.as_table();
     if (table == nullptr) {
-      fail_at(origin_of_(node), path + ": expected a layer table { kind = \"...\", ... }");
+      fail_at(origin_of_(node, path), path + ": expected a layer table { kind = \"...\", ... }");
     }
     const toml::node* kind_node = table->get("kind");
     if (kind_node == nullptr || !kind_node->is_string()) {
-      fail_at(origin_of_(node), path + ": every layer needs kind = \"...\"", kinds_hint());
+      fail_at(origin_of_(node, path), path + ": every layer needs kind = \"...\"", kinds_hint());
     }
     LayerSpec layer;
     layer.kind = kind_node->as_string()->get();
-    const Origin origin = origin_of_(node);
-    layer.origin = origin.file_position.empty() ? origin.override_text : origin.file_position;
+    const Origin origin = origin_of_(node, path);
+    layer.origin = describe(origin);
     const LayerKind* kind = find_layer_kind(layer.kind);
     if (kind == nullptr) {
       const std::string suggestion = did_you_mean(layer.kind, kind_names());
-      fail_at(origin_of_(*kind_node),
+      fail_at(origin_of_(*kind_node, path + ".kind"),
               fmt::format("{}.kind: unknown layer kind '{}'", path, layer.kind),
               suggestion.empty() ? kinds_hint() : suggestion);
     }
-    const std::vector<std::string> keys = keys_of(*kind);
+    const std::vector<std::string> keys = layer_keys(*kind);
     for (auto&& [key, value] : *table) {
       const std::string name(key.str());
       if (name == "kind") continue;
       if (std::find(keys.begin(), keys.end(), name) == keys.end()) {
-        fail_at(origin_of_(value),
-                fmt::format("{}: a {} layer has no key '{}'", path, layer.kind, name),
-                keys.empty() ? "it takes no keys" : "its keys: " + join(keys));
+        fail_unknown_layer_key(origin_of_(value, path + "." + name), path, *kind, name);
       }
       read_key(layer, name, value, path + "." + name);
     }
@@ -122,7 +113,7 @@ class LayerReader {
   int64_t integer(const toml::node& value, const std::string& path, int64_t min) {
     const std::optional<int64_t> number = value.value_exact<int64_t>();
     if (!number || *number < min) {
-      fail_at(origin_of_(value), fmt::format("{}: expected an integer >= {}", path, min));
+      fail_at(origin_of_(value, path), fmt::format("{}: expected an integer >= {}", path, min));
     }
     return *number;
   }
@@ -130,7 +121,7 @@ class LayerReader {
   std::vector<int64_t> pair(const toml::node& value, const std::string& path, int64_t min) {
     const toml::array* array = value.as_array();
     if (array == nullptr || array->size() != 2) {
-      fail_at(origin_of_(value),
+      fail_at(origin_of_(value, path),
               fmt::format("{}: expected [height, width], two integers >= {}", path, min));
     }
     return {integer(*array->get(0), path + "[0]", min), integer(*array->get(1), path + "[1]", min)};
@@ -140,7 +131,7 @@ class LayerReader {
     LayerPadding padding;
     if (const auto text = value.value_exact<std::string>()) {
       if (*text != "SAME" && *text != "VALID") {
-        fail_at(origin_of_(value),
+        fail_at(origin_of_(value, path),
                 fmt::format("{}: expected \"SAME\" or \"VALID\", found \"{}\"", path, *text),
                 key_help("padding"));
       }
@@ -149,7 +140,7 @@ class LayerReader {
     }
     const toml::array* array = value.as_array();
     if (array == nullptr || array->size() != 2) {
-      fail_at(origin_of_(value), path + ": expected " + key_help("padding"));
+      fail_at(origin_of_(value, path), path + ": expected " + key_help("padding"));
     }
     padding.mode = "explicit";
     for (size_t axis = 0; axis < 2; ++axis) {
@@ -162,7 +153,7 @@ class LayerReader {
 
   bool boolean(const toml::node& value, const std::string& path) {
     const std::optional<bool> flag = value.value_exact<bool>();
-    if (!flag) fail_at(origin_of_(value), path + ": expected true or false");
+    if (!flag) fail_at(origin_of_(value, path), path + ": expected true or false");
     return *flag;
   }
 
@@ -174,20 +165,35 @@ class LayerReader {
     const bool fits = number && (open_low ? *number > low : *number >= low) &&
                       (open_high ? *number < high : *number <= high);
     if (!fits || !(value.is_floating_point() || value.is_integer())) {
-      fail_at(origin_of_(value), fmt::format("{}: expected a number {}", path, range),
+      fail_at(origin_of_(value, path), fmt::format("{}: expected a number {}", path, range),
               key_help(path.substr(path.rfind('.') + 1)));
     }
     return *number;
   }
 
-  const std::function<Origin(const toml::node&)>& origin_of_;
+  const NodeOrigin& origin_of_;
 };
 
 }  // namespace
 
 std::vector<LayerSpec> read_layers(const toml::node& node, const std::string& path,
-                                   const std::function<Origin(const toml::node&)>& origin_of) {
+                                   const NodeOrigin& origin_of) {
   return LayerReader(origin_of).list(node, path);
+}
+
+std::vector<std::string> layer_keys(const LayerKind& kind) {
+  std::vector<std::string> keys = kind.required;
+  keys.insert(keys.end(), kind.optional.begin(), kind.optional.end());
+  return keys;
+}
+
+void fail_unknown_layer_key(const Origin& origin, const std::string& path, const LayerKind& kind,
+                            const std::string& name) {
+  const std::vector<std::string> keys = layer_keys(kind);
+  const std::string guess = did_you_mean(name, keys);
+  fail_at(origin, fmt::format("{}: a {} layer has no key '{}'", path, kind.name, name),
+          keys.empty() ? "it takes no keys"
+                       : (guess.empty() ? "" : guess + " ") + "its keys: " + join(keys));
 }
 
 }  // namespace parity

@@ -24,9 +24,29 @@ std::optional<toml::table> parse_case(const RunDir& run) {
 }
 
 std::string value_text(const toml::node& node) {
+  // A float as the shortest decimal that reads back to it ("0.99", where toml++ prints
+  // 0.98999999999999999), so that a differing key reads as the case file wrote it.
+  if (const auto number = node.value_exact<double>()) return fmt::format("{}", *number);
   std::ostringstream text;
   node.visit([&text](const auto& value) { text << value; });
   return text.str();
+}
+
+// keys[name] = the value's text; a list of layers (an array of tables) is spread into one key
+// per layer key ("model.layers[2].momentum", "model.layers[4].layers[1].epsilon"), so that two
+// cases that differ in one layer's key are named by that key, not by the whole list.
+void add_key(std::map<std::string, std::string>& keys, const std::string& name,
+             const toml::node& value) {
+  const toml::array* array = value.as_array();
+  if (array == nullptr || array->empty() || !array->is_array_of_tables()) {
+    keys[name] = value_text(value);
+    return;
+  }
+  for (size_t i = 0; i < array->size(); ++i) {
+    for (const auto& [key, element] : *array->get(i)->as_table()) {
+      add_key(keys, fmt::format("{}[{}].{}", name, i, key.str()), element);
+    }
+  }
 }
 
 }  // namespace
@@ -42,7 +62,7 @@ std::map<std::string, std::string> case_keys(const RunDir& run) {
       continue;
     }
     for (const auto& [key, value] : *table) {
-      keys[fmt::format("{}.{}", section_name.str(), key.str())] = value_text(value);
+      add_key(keys, fmt::format("{}.{}", section_name.str(), key.str()), value);
     }
   }
   return keys;

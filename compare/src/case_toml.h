@@ -14,8 +14,9 @@
 
 namespace parity::compare {
 
-// "section.key" -> the value as TOML text ("10", "\"adam\"", "[0, 9]"). Empty for a run without
-// case text (an importer may not have one); InputError naming run.json when it does not parse.
+// "section.key" -> the value as TOML text ("10", "\"adam\"", "[0, 9]"), a layer's keys one by one
+// ("model.layers[2].momentum" -> "0.99"). Empty for a run without case text (an importer may
+// not have one); InputError naming run.json when it does not parse.
 std::map<std::string, std::string> case_keys(const RunDir& run);
 
 // One line per key whose value differs between two runs' case keys, sorted by key:

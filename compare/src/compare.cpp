@@ -182,6 +182,7 @@ RunSummary summarize_run(const std::string& label, const RunDir& run) {
   summary.samples_per_second = samples_per_second(run).value_or(0);
   summary.peak_bytes_per_replica = info.memory.peak_bytes_per_replica;
   summary.memory_method = info.memory.method;
+  summary.results = info.results;
   return summary;
 }
 

@@ -28,12 +28,15 @@ const std::string kParity = PARITY_EXECUTABLE;
 // into jax.shard_map as it is), the RNG items R1
 // (torch's seed on every rank) and R2 (a key reused across steps), and the documents' claims no
 // pitfall covers: C1 (communication volume), C2 (a 7B model's memory), C3 (ResNet step times,
-// the CPU analogue), C4 (pmap over fewer devices), C5 (debugging inside jit).
+// the CPU analogue), C4 (pmap over fewer devices), C5 (debugging inside jit); and the migration
+// defaults of ../shared/docs/migration-defaults.md, M1-M8 (tests/cli/migration_defaults_test.cpp
+// swaps each default).
 const std::vector<std::string> kItems = {
     "S1",  "S2", "S3", "S4", "S5", "S6", "S7", "S8",  "S9",  "S10", "S11", "P1",  "P2", "P3",
     "P3b", "P3c", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "R1",
     "R2",
-    "C1",  "C2", "C3", "C4", "C5"};
+    "C1",  "C2", "C3", "C4", "C5",
+    "M1",  "M2", "M3", "M4", "M5", "M6", "M7", "M8"};
 
 TEST(CasesCatalogue, EveryItemOfThePitfallsListHasExactlyOneCase) {
   std::map<std::string, int> cases_per_item;
@@ -84,8 +87,14 @@ TEST(CasesCatalogue, RunAllBehavesAsEachCaseExpectsAndWritesTheCatalogue) {
   EXPECT_EQ(catalogue.at("schema"), "parity-catalogue");
   EXPECT_EQ(catalogue.at("verdict"), "passes");
   std::map<std::string, nlohmann::json> by_id;
-  for (const auto& entry : catalogue.at("entries")) by_id[entry.at("id")] = entry;
+  std::vector<std::string> order;
+  for (const auto& entry : catalogue.at("entries")) {
+    by_id[entry.at("id")] = entry;
+    order.push_back(entry.at("id"));
+  }
   ASSERT_EQ(by_id.size(), kItems.size());
+  // Catalogue order: S, P, R, C, M, by number within each (kItems is written in it).
+  EXPECT_EQ(order, kItems);
 
   for (const CaseSpec& spec : list_cases()) {
     const ScenarioSpec& scenario = spec.scenario;

@@ -63,6 +63,11 @@ struct InitSpec {
   std::string scheme = "jax-normal";  // kernels normal(split(key)[i]) * scale, biases zero
   uint64_t seed = 0;
   double scale = 0.01;
+
+  // The same initial parameters (for the same model).
+  bool operator==(const InitSpec& other) const {
+    return scheme == other.scheme && seed == other.seed && scale == other.scale;
+  }
 };
 
 // Where dropout's random numbers come from (docs/rng.md, "Dropout streams"). The engine derives
@@ -141,6 +146,11 @@ struct ScenarioSpec {
   // The engine-side step, written as the document's snippet does it (cases/programs/
   // scenario_programs.h lists them); "pmean" is the faithful data-parallel step.
   std::string engine_program = "pmean";
+  // What the engine producer trains with on top of the case (and of its quick and command-line
+  // overrides), as `section.key=value` overrides in --set's grammar: the port kept a Flax or
+  // Optax default where the PyTorch job used PyTorch's (model.layers[1].momentum=0.99). ddp_ref
+  // trains the case without them; engine_case() applies them.
+  std::vector<std::string> engine_overrides;
   // Run B, the reference: "ddp_ref", or "engine" (the engine's faithful pmean step, for a case
   // ddp_ref cannot train here, such as f16 on a LibTorch without CPU f16 matmul).
   std::string reference = "ddp_ref";
@@ -186,6 +196,12 @@ CaseSpec load_case(const std::string& name_or_path,
 // load_case validates a file; `origin` names the text in errors ("RUN/run.json (case.toml)").
 // No overrides and no memory estimate: a recorded case has already been trained.
 CaseSpec case_from_text(const std::string& toml, const std::filesystem::path& origin);
+
+// The case the engine producer trains: `spec` with its scenario.engine_overrides applied on top,
+// checked as load_case checks a case (load_case has already checked them once, naming each
+// entry's place in the file). `spec` itself when it has none. Applying them to their own result
+// changes nothing, so a process handed the engine's case may call this again.
+CaseSpec engine_case(const CaseSpec& spec);
 
 // Every case in cases_dir(), sorted by name.
 std::vector<CaseSpec> list_cases();

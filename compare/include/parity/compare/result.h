@@ -138,6 +138,10 @@ struct RunSummary {
   double samples_per_second = 0;
   std::vector<int64_t> peak_bytes_per_replica;
   std::string memory_method;
+  // The run's end results as run.json records them: final_loss, and test_loss and
+  // test_accuracy when the run evaluated (the only figures a BatchNorm's running statistics
+  // reach: M2).
+  std::map<std::string, double> results;
 };
 
 // Per-step values for charts; every vector has one entry per entry of `steps`.
