@@ -126,14 +126,15 @@ std::string case_text(const std::string& layers) {
          "[init]\nscheme = \"flax\"\n";
 }
 
-// The engine trains `engine_layers` (run A), ddp_ref `ddp_layers` (run B), from one init file:
-// the two models have the same parameters, and differ only in what a layer computes.
+// The engine trains `engine_layers` (run A), ddp_ref `ddp_layers` (run B), from one init file,
+// with `overrides` (--set options) for both: the two models have the same parameters, and differ
+// only in what a layer computes.
 struct TrainedPair {
   testing::TempDir dir;
   fs::path a, b;
 };
-void train_pair(TrainedPair& pair, const std::string& engine_layers,
-                const std::string& ddp_layers) {
+void train_pair(TrainedPair& pair, const std::string& engine_layers, const std::string& ddp_layers,
+                const std::string& overrides = "") {
   // One case name (the file's), in a folder per producer.
   const fs::path engine_case = pair.dir.path("engine/first-diverging.toml");
   const fs::path ddp_case = pair.dir.path("ddp/first-diverging.toml");
@@ -142,13 +143,13 @@ void train_pair(TrainedPair& pair, const std::string& engine_layers,
   testing::write_bytes(engine_case, case_text(engine_layers));
   testing::write_bytes(ddp_case, case_text(ddp_layers));
   const std::string init = testing::shell_quote(pair.dir.path("init.safetensors").string());
-  pair.a = pair.dir.path("pmap");
-  pair.b = pair.dir.path("ddp");
+  pair.a = pair.dir.path("pmap-run");
+  pair.b = pair.dir.path("ddp-run");
   run_parity(fmt::format("init {} --out {}", engine_case.string(), init));
-  run_parity(fmt::format("pmap {} --init {} --out {} --quiet", engine_case.string(), init,
-                         testing::shell_quote(pair.a.string())));
-  run_parity(fmt::format("ddp {} --init {} --out {} --quiet", ddp_case.string(), init,
-                         testing::shell_quote(pair.b.string())));
+  run_parity(fmt::format("pmap {} --init {} --out {} --quiet {}", engine_case.string(), init,
+                         testing::shell_quote(pair.a.string()), overrides));
+  run_parity(fmt::format("ddp {} --init {} --out {} --quiet {}", ddp_case.string(), init,
+                         testing::shell_quote(pair.b.string()), overrides));
 }
 
 std::string gelu_model(bool approximate) {
@@ -245,6 +246,25 @@ TEST(LayerOutputs, RecordingThemLeavesTrainingBitForBitAsItWas) {
       EXPECT_TRUE(tensor.bytes == at_late.at(name).bytes) << producer << " " << name;
     }
   }
+}
+
+// With micro-batches (train.grad_accum_steps = 2) each producer records its first: 4 samples of
+// the step's 8 on replica 0, the same ones in both.
+TEST(LayerOutputs, WithMicroBatchesBothProducersRecordTheFirstOne) {
+  TrainedPair pair;
+  const std::string model =
+      "  { kind = \"flatten\" },\n  { kind = \"dense\", features = 16 },\n"
+      "  { kind = \"tanh\" },\n  { kind = \"dense\", features = 10 },\n";
+  train_pair(pair, model, model, "--set train.grad_accum_steps=2");
+  for (const fs::path& run : {pair.a, pair.b}) {
+    EXPECT_EQ(read_step_intermediates(run, 0).at(kIntermediatesInput).shape, (Shape{4, 28, 28, 1}));
+  }
+  const ComparisonResult result = compare_run_dirs(pair.a, pair.b, CompareOptions{});
+  const Check& check = find_check(result, "layer_outputs");
+  EXPECT_EQ(check.status, CheckStatus::kPass) << check.summary;
+  ASSERT_FALSE(check.tensors.empty());
+  EXPECT_EQ(check.tensors.front().name, kIntermediatesInput);
+  EXPECT_EQ(check.tensors.front().max_abs, 0);  // the same samples
 }
 
 std::string strided_conv_model(const std::string& padding) {
