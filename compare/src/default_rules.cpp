@@ -235,7 +235,7 @@ std::optional<Diagnosis> batch_norm_momentum_rule(const RunPair& runs, const Fin
 
   std::string evidence = fmt::format(
       "the first forward passes agree, yet at step {} A's BatchNorm running means are {:.4f} x B's in all "
-      "{} channels of {} layers (median deviation {:.1e}): both started at 0 and averaged the "
+      "{} channels of {} layer(s) (median deviation {:.1e}): both started at 0 and averaged the "
       "same batch means, so A's running average weighs each new batch {:.4f} times as much as B's",
       *step, q, first.a.size(), first.layers, spread, q);
   if (recorded(runs.a, *step + 1) && recorded(runs.b, *step + 1)) {

@@ -4,7 +4,9 @@
 // case with the engine's setting swapped flips the verdict: with the PyTorch-matching value the
 // engine trains exactly ddp_ref's case and the runs are equivalent, so the default, and nothing
 // else, made the difference. M8, the negative control (SGD momentum, equivalent as written),
-// flips the other way: without momentum on the engine the comparison sees the difference.
+// flips the other way: without momentum on the engine the comparison sees the difference. Each
+// case's runs, fed to every rule of the framework defaults on its own, match only that case's
+// rule (the README's confusion table).
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,6 +17,8 @@
 
 #include "command.h"
 #include "parity/common/case_spec.h"
+#include "parity/common/run_dir.h"
+#include "parity/compare/compare.h"
 #include "test_files.h"
 
 namespace parity {
@@ -35,6 +39,9 @@ struct MigrationDefault {
   const char* swapped;
   // Whether the swap makes the engine train ddp_ref's case itself (the PyTorch-matching value).
   bool swap_matches_pytorch;
+  // The rules of the framework defaults (compare/src/default_rules.h) that match the runs as
+  // written, each rule on its own: the case's row of the README's confusion table.
+  std::vector<std::string> rules;
 };
 
 void PrintTo(const MigrationDefault& item, std::ostream* out) { *out << item.id; }
@@ -43,21 +50,22 @@ void PrintTo(const MigrationDefault& item, std::ostream* out) { *out << item.id;
 const MigrationDefault kDefaults[] = {
     // torch/nn/modules/linear.py Linear.reset_parameters: kaiming_uniform_(a=sqrt(5)), uniform
     // bias; made by ddp_ref (init.scheme torch) for both producers.
-    {"M1", "m1-initialisers", "init.scheme=torch", true},
+    {"M1", "m1-initialisers", "init.scheme=torch", true, {"M1"}},
     // torch/nn/modules/batchnorm.py _NormBase.__init__ momentum=0.1: Flax's convention 0.9.
-    {"M2", "m2-batchnorm-momentum", "model.layers[1].momentum=0.9", true},
-    // torch/nn/modules/conv.py Conv2d(padding=1): (1, 1) on both axes.
-    {"M3", "m3-conv-same-padding", "model.layers[0].padding=[[1, 1], [1, 1]]", true},
+    {"M2", "m2-batchnorm-momentum", "model.layers[1].momentum=0.9", true, {"M2"}},
+    // torch/nn/modules/conv.py Conv2d(padding=1): (1, 1) on both axes. No rule names it yet
+    // (README "Diagnoses": the stride-2 grid move is approximate), and none names another cause.
+    {"M3", "m3-conv-same-padding", "model.layers[0].padding=[[1, 1], [1, 1]]", true, {}},
     // torch/nn/modules/activation.py GELU(approximate='none'): the erf form.
-    {"M4", "m4-gelu-approximate", "model.layers[2].approximate=false", true},
+    {"M4", "m4-gelu-approximate", "model.layers[2].approximate=false", true, {"M4"}},
     // torch/nn/modules/normalization.py LayerNorm(eps=1e-5).
-    {"M5", "m5-layernorm-epsilon", "model.layers[1].epsilon=1e-5", true},
+    {"M5", "m5-layernorm-epsilon", "model.layers[1].epsilon=1e-5", true, {"M5"}},
     // torch/optim/adam.py Adam(weight_decay): the L2 term, which the engine's "adam" adds too.
-    {"M6", "m6-adam-l2-not-adamw", "train.optimizer=adam", true},
+    {"M6", "m6-adam-l2-not-adamw", "train.optimizer=adam", true, {"M6"}},
     // torch/optim/adamw.py AdamW(weight_decay=1e-2).
-    {"M7", "m7-adamw-default-decay", "train.weight_decay=0.01", true},
+    {"M7", "m7-adamw-default-decay", "train.weight_decay=0.01", true, {"M7"}},
     // The negative control: optax.sgd without momentum is not torch's SGD(momentum=0.9).
-    {"M8", "m8-sgd-momentum", "train.momentum=0", false},
+    {"M8", "m8-sgd-momentum", "train.momentum=0", false, {}},
 };
 
 // `parity cases run ID` (the quick variant) with its folders under `out`.
@@ -87,6 +95,11 @@ TEST_P(MigrationDefaults, AsWrittenAsExpectedAndTheSwappedDefaultFlipsTheVerdict
   EXPECT_THAT(as_written.output,
               HasSubstr(fmt::format("{:<4} {:<21} {}: {}", item.id, "confirmed",
                                     spec.scenario.title, spec.scenario.expect)));
+  // Every default rule on its own stays silent unless the case is its fingerprint.
+  const fs::path written = out.path(item.case_name);
+  EXPECT_EQ(compare::matching_default_rules(read_run_dir(written / "pmap"),
+                                            read_run_dir(written / "ddp"), {}),
+            item.rules);
 
   // The same quick variant with the engine's setting swapped, judged by parity run.
   std::string command = fmt::format("{} run {} --out {}", kParity, item.case_name,

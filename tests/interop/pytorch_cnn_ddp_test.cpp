@@ -221,7 +221,7 @@ TEST(PytorchCnnDdp, RealTorchDdpRunAgainstFlaxsBatchNormMomentumDefaultIsM2) {
   EXPECT_EQ(result.diagnoses.front().pitfall, "M2");
   EXPECT_THAT(result.diagnoses.front().evidence,
               HasSubstr("A's BatchNorm running means are 0.1000 x B's in all 240 channels of 10 "
-                        "layers"));
+                        "layer(s)"));
 }
 
 }  // namespace
