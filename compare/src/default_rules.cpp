@@ -391,13 +391,30 @@ std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& 
 
 namespace {
 
-// A recorded layer output or the batch ("input"), as doubles.
-std::vector<double> intermediate_values(const RunDir& run, int64_t step, const std::string& name) {
-  const std::string key = name == kIntermediatesInput ? name : kIntermediatesGroup + name;
-  const NamedTensors tensors = read_step_intermediates(run.dir, step);
-  const auto found = tensors.find(key);
-  if (found == tensors.end()) return {};
-  return recorded_values(found->second, key, intermediates_path(run.dir, step).string());
+// The diverging layer's outputs in both runs and the one input they agree on (A's), each file
+// read once: a layer outputs file holds every layer's output (40 MB on cnn-fmnist).
+struct LayerValues {
+  std::vector<double> x, a, b;
+};
+
+std::optional<LayerValues> layer_values(const RunPair& runs, const DivergingLayer& layer) {
+  if (layer.inputs.size() != 1) return std::nullopt;
+  const auto values_of = [&layer](const NamedTensors& tensors, const RunDir& run,
+                                  const std::string& name) -> std::vector<double> {
+    const std::string key = name == kIntermediatesInput ? name : kIntermediatesGroup + name;
+    const auto found = tensors.find(key);
+    if (found == tensors.end()) return {};
+    return recorded_values(found->second, key, intermediates_path(run.dir, layer.step).string());
+  };
+  const NamedTensors a = read_step_intermediates(runs.a.dir, layer.step);
+  const NamedTensors b = read_step_intermediates(runs.b.dir, layer.step);
+  LayerValues values{values_of(a, runs.a, layer.inputs.front()), values_of(a, runs.a, layer.path),
+                     values_of(b, runs.b, layer.path)};
+  if (values.x.empty() || values.x.size() != values.a.size() ||
+      values.a.size() != values.b.size()) {
+    return std::nullopt;
+  }
+  return values;
 }
 
 // jax.nn.gelu(approximate=True), Flax's nn.gelu default (jax/_src/nn/functions.py, gelu:
@@ -416,48 +433,51 @@ double deviation(const std::vector<double>& x, const std::vector<double>& out, F
   return worst;
 }
 
-// "the tanh form (max deviation 1e-7)" when the run's outputs are one form of GELU to well
-// within the forms' own difference, else empty.
-std::string gelu_form_of(const std::vector<double>& x, const std::vector<double>& out,
-                         double forms_apart) {
+// Which form of GELU a run's outputs are, to well within the forms' own difference.
+struct GeluForm {
+  bool tanh = false;  // else the erf form
+  double deviation = 0;
+
+  std::string text() const {
+    return fmt::format("{} (max deviation {})",
+                       tanh ? "jax.nn.gelu's tanh form" : "the exact erf form",
+                       format_number(deviation));
+  }
+};
+
+std::optional<GeluForm> gelu_form_of(const std::vector<double>& x, const std::vector<double>& out,
+                                     double forms_apart) {
   const double tanh_deviation = deviation(x, out, gelu_tanh);
   const double erf_deviation = deviation(x, out, gelu_erf);
   constexpr double kWithin = 0.1;  // of the largest difference between the forms at these inputs
   if (tanh_deviation < kWithin * forms_apart && tanh_deviation < erf_deviation) {
-    return fmt::format("jax.nn.gelu's tanh form (max deviation {})", format_number(tanh_deviation));
+    return GeluForm{true, tanh_deviation};
   }
-  if (erf_deviation < kWithin * forms_apart) {
-    return fmt::format("the exact erf form (max deviation {})", format_number(erf_deviation));
-  }
-  return "";
+  if (erf_deviation < kWithin * forms_apart) return GeluForm{false, erf_deviation};
+  return std::nullopt;
 }
 
 std::string layer_text(const DivergingLayer& layer) {
   return fmt::format("the first layer output that parts at step {} is {} (a {}), and what it "
                      "read agrees ({}, max |A - B| {})",
-                     layer.step, layer.path, layer.kind, fmt::format("{}", fmt::join(layer.inputs, ", ")),
+                     layer.step, layer.path, layer.kind, fmt::join(layer.inputs, ", "),
                      format_number(layer.input_max_abs));
 }
 
 std::optional<Diagnosis> gelu_diagnosis(const RunPair& runs, const DivergingLayer& layer) {
-  if (layer.inputs.size() != 1) return std::nullopt;
-  const std::vector<double> x = intermediate_values(runs.a, layer.step, layer.inputs.front());
-  const std::vector<double> a = intermediate_values(runs.a, layer.step, layer.path);
-  const std::vector<double> b = intermediate_values(runs.b, layer.step, layer.path);
-  if (x.empty() || x.size() != a.size() || a.size() != b.size()) return std::nullopt;
+  const std::optional<LayerValues> values = layer_values(runs, layer);
+  if (!values) return std::nullopt;
   double forms_apart = 0;
-  for (const double value : x) {
+  for (const double value : values->x) {
     forms_apart = std::max(forms_apart, std::abs(gelu_tanh(value) - gelu_erf(value)));
   }
-  const std::string form_a = gelu_form_of(x, a, forms_apart);
-  const std::string form_b = gelu_form_of(x, b, forms_apart);
-  if (form_a.empty() || form_b.empty() || form_a.substr(0, 8) == form_b.substr(0, 8)) {
-    return std::nullopt;
-  }
+  const std::optional<GeluForm> form_a = gelu_form_of(values->x, values->a, forms_apart);
+  const std::optional<GeluForm> form_b = gelu_form_of(values->x, values->b, forms_apart);
+  if (!form_a || !form_b || form_a->tanh == form_b->tanh) return std::nullopt;
   return Diagnosis{
       "M4", "GELU: the tanh approximation on one side, the exact form on the other",
       fmt::format("{}: A computes {}, B {}; the outputs differ by up to {}", layer_text(layer),
-                  form_a, form_b, format_number(layer.max_abs)),
+                  form_a->text(), form_b->text(), format_number(layer.max_abs)),
       "Use one GELU on both sides: Flax's nn.gelu (jax.nn.gelu) defaults to approximate=True, "
       "PyTorch's nn.GELU() to approximate='none'; write jax.nn.gelu(x, approximate=False) in "
       "the port, or nn.GELU(approximate='tanh') in PyTorch."};
@@ -468,14 +488,15 @@ std::optional<Diagnosis> gelu_diagnosis(const RunPair& runs, const DivergingLaye
 // r = sqrt((var + eps_B) / (var + eps_A)), so eps_B - eps_A = (r^2 - 1)(var + eps_A), read as
 // (r^2 - 1) var where eps_A is small against the row's variance.
 std::optional<Diagnosis> epsilon_diagnosis(const RunPair& runs, const DivergingLayer& layer) {
-  if (layer.inputs.size() != 1 || !layer.row_ratios || layer.shape.empty()) return std::nullopt;
+  if (!layer.row_ratios || layer.shape.empty()) return std::nullopt;
   constexpr double kMultiple = 1e-2;  // rows of A that are multiples of B's, to this residual
   if (layer.row_ratios->max_residual > kMultiple) return std::nullopt;
-  const std::vector<double> x = intermediate_values(runs.a, layer.step, layer.inputs.front());
-  const std::vector<double> a = intermediate_values(runs.a, layer.step, layer.path);
-  const std::vector<double> b = intermediate_values(runs.b, layer.step, layer.path);
+  const std::optional<LayerValues> values = layer_values(runs, layer);
   const size_t width = static_cast<size_t>(layer.shape.back());
-  if (width == 0 || x.size() != a.size() || a.size() != b.size()) return std::nullopt;
+  if (!values || width == 0) return std::nullopt;
+  const std::vector<double>& x = values->x;
+  const std::vector<double>& a = values->a;
+  const std::vector<double>& b = values->b;
   std::vector<double> differences;
   for (size_t row = 0; row + width <= x.size(); row += width) {
     double mean = 0, ab = 0, bb = 0;
