@@ -20,6 +20,12 @@ Usage, on every rank (the call gathers each rank's loss and sample ids; only ran
                         step_seconds=time.perf_counter() - start)
     logger.close()
 
+Ending a distributed run under torch 1.13 with Gloo: the logger gathers tensors made in Python,
+and a Gloo worker thread may drop the last reference to one just as the process group is
+destroyed (destroy_process_group, or the DDP model going away), which joins that worker with the
+GIL held while the worker waits for the GIL: the rank hangs. End each rank after logger.close()
+with dist.barrier() and os._exit(0), as examples/ddp_example.py does (leave_without_teardown).
+
 Call log_step after optimizer.step() and before the next zero_grad(): the parameters are then
 the updated ones and .grad still holds the reduced gradient (optimizers do not change .grad).
 If you clip with clip_grad_norm_, pass its return value as grad_norm= (the norm before

@@ -76,7 +76,7 @@ logger.close()
 
 // The torch helper on 2 gloo ranks: each rank's NCHW mask (2, 3, 40, 40), 9,600 elements.
 constexpr const char* kTorchScript = R"PY(
-import socket, sys
+import os, socket, sys
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -95,7 +95,8 @@ def rank_main(rank, port, log_dir):
         logger.log_dropout(step, "Dropout_0", kept(i, rank, step), rate=0.1)
         logger.log_step(step, model, loss)
     logger.close()
-    dist.destroy_process_group()
+    dist.barrier()
+    os._exit(0)  # not destroy_process_group: it can deadlock in torch 1.13 (parity_torch_log.py)
 
 if __name__ == "__main__":
     with socket.socket() as s:

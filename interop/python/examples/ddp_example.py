@@ -28,8 +28,10 @@ kernel gives it (TCPStore port 0), and the ranks join it as clients
 (TORCHELASTIC_USE_AGENT_STORE; torch/distributed/rendezvous.py, _create_c10d_store): a port
 picked free and released before rank 0 binds it could be taken in between by another job on
 the machine. A rank still running at the deadline prints its Python stacks (faulthandler on
-SIGUSR1) before it is stopped, so a stall says where it stood. Started by torchrun it runs as
-the rank torchrun gives it.
+SIGUSR1) before it is stopped, so a stall says where it stood. A rank that has written its log
+ends at the last barrier with os._exit, not through the process group's teardown, which can
+deadlock in torch 1.13 (leave_without_teardown). Started by torchrun it runs as the rank
+torchrun gives it.
 """
 
 import argparse
@@ -199,7 +201,21 @@ def train_rank(args, case, build_model):
         epoch += 1
     logger.close()
     dist.barrier()
-    dist.destroy_process_group()
+    leave_without_teardown()
+
+
+def leave_without_teardown():
+    """Ends a rank whose work is written and whose peers passed the last barrier, skipping the
+    process group's destruction. In torch 1.13 that destruction can deadlock: the last reference
+    to ProcessGroupGloo goes (from ~Reducer, or from destroy_process_group) with the GIL held, and
+    its destructor joins the Gloo worker threads, while a worker may be dropping the last
+    reference to a tensor made in Python (the logger's gathers) and so waits for the GIL (gdb:
+    ~ProcessGroupGloo -> thread::join on the main thread; ProcessGroupGloo::runLoop ->
+    ~TensorImpl -> destroy_pyobj_if_needed -> PyEval_AcquireThread on the worker;
+    pytorch/pytorch#56297). It stalled a CI run once in a few hundred launches."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # ---- launching --------------------------------------------------------------------------------
