@@ -26,26 +26,32 @@ std::array<int64_t, 2> window_strides(const LayerSpec& layer) {
   return {layer.strides[0], layer.strides[1]};
 }
 
-// Walks a layer list in forward order, as both producers apply it.
+// Walks a layer list in forward order, as both producers apply it, naming the modules as
+// infer_model_shapes does.
 class IntermediateWalker {
  public:
   explicit IntermediateWalker(std::vector<LayerIntermediate>& out) : out_(out) {}
 
-  // `layers` on an input of one sample's shape `shape`, read from the intermediate `input`;
-  // returns the path of the list's output and leaves its shape in `shape`.
+  // `layers` on an input of one sample's shape `shape`, read from the intermediate `input`, their
+  // modules named by `namer` within `scope` ("" or "Residual_0/"); returns the path of the list's
+  // output and leaves its shape in `shape`.
   std::string walk(const std::vector<LayerSpec>& layers, std::vector<int64_t>& shape,
-                   const std::string& prefix, std::string input) {
+                   const std::string& prefix, std::string input, const std::string& scope,
+                   ModuleNamer& namer) {
     for (size_t i = 0; i < layers.size(); ++i) {
       const LayerSpec& layer = layers[i];
       const std::string path = intermediate_path(prefix, i, layers.size(), layer.kind);
+      const std::string module = namer.next(layer.kind);
       if (layer.kind == "residual") {
-        input = residual(layer, shape, path, input);
+        input = residual(layer, shape, path, input, scope + module + "/");
       } else if (layer.kind == "mlp_block") {
+        ModuleNamer inner;
         input = walk(mlp_block_layers(layer, shape.back()), shape, intermediate_branch_prefix(path),
-                     input);
+                     input, scope + module + "/", inner);
       } else {
         shape = infer_model_shapes({layer}, shape).output;
-        out_.push_back({path, layer.kind, shape, {input}, window_strides(layer)});
+        out_.push_back({path, layer.kind, shape, {input}, window_strides(layer),
+                        module.empty() ? "" : scope + module});
         input = path;
       }
     }
@@ -53,16 +59,19 @@ class IntermediateWalker {
   }
 
  private:
+  // A residual's branch and projection share one namer within its scope, as in
+  // infer_model_shapes.
   std::string residual(const LayerSpec& layer, std::vector<int64_t>& shape, const std::string& path,
-                       const std::string& input) {
+                       const std::string& input, const std::string& scope) {
+    ModuleNamer namer;
     std::vector<int64_t> branch_shape = shape;
     const std::string branch =
-        walk(layer.layers, branch_shape, intermediate_branch_prefix(path), input);
+        walk(layer.layers, branch_shape, intermediate_branch_prefix(path), input, scope, namer);
     std::vector<int64_t> shortcut_shape = shape;
-    const std::string shortcut =
-        walk(layer.projection, shortcut_shape, intermediate_projection_prefix(path), input);
+    const std::string shortcut = walk(layer.projection, shortcut_shape,
+                                      intermediate_projection_prefix(path), input, scope, namer);
     const std::string sum = *intermediate_output_path(path, layer.kind);
-    out_.push_back({sum, layer.kind, branch_shape, {branch, shortcut}, {1, 1}});
+    out_.push_back({sum, layer.kind, branch_shape, {branch, shortcut}, {1, 1}, ""});
     shape = branch_shape;
     return sum;
   }
@@ -113,7 +122,8 @@ bool records_intermediates(const ModelSpec& model) {
 std::vector<LayerIntermediate> layer_intermediates(const ModelSpec& model) {
   std::vector<LayerIntermediate> out;
   std::vector<int64_t> shape = model.input;
-  IntermediateWalker(out).walk(model.layers, shape, "", kIntermediatesInput);
+  ModuleNamer namer;
+  IntermediateWalker(out).walk(model.layers, shape, "", kIntermediatesInput, "", namer);
   return out;
 }
 

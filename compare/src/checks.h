@@ -3,6 +3,7 @@
 // measure them so no rule re-derives a figure from a check's text.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -63,6 +64,8 @@ struct DivergingLayer {
   int64_t step = 0;
   std::string path;  // "03_gelu", "05_residual/sum" (layer_intermediates.h)
   std::string kind;  // the layer's kind; "residual" for a sum
+  std::string module;                   // whose parameters it applies (LayerIntermediate)
+  std::array<int64_t, 2> strides{1, 1};  // a window's (conv, pools)
   Shape shape;       // [batch, ...], Flax's layout
   // What the layer read ("input" for the batch), all within tolerance or not, and the largest
   // |A - B| among them.

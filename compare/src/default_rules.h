@@ -6,6 +6,8 @@
 //   M1  initialisers            kernels' std x sqrt(fan_in) at the first step: 1 (Flax's
 //                               lecun_normal) vs 1/sqrt(3) (PyTorch's kaiming_uniform(a=sqrt 5)),
 //                               biases zero vs uniform
+//   M3  conv padding            ... is a conv, each run's output reproduced from the input and
+//                               its kernel by a different padding before the image
 //   M4  GELU                    the first layer output that parts (its inputs agreeing) is a
 //                               gelu, one run's the tanh form, the other's the erf form
 //   M5  LayerNorm epsilon       ... is a layer_norm, each row of one a multiple of the other's,

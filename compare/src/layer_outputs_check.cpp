@@ -124,6 +124,8 @@ DivergingLayer describe_divergence(const StepOutputs& outputs, const LayerInterm
   diverging.step = outputs.step;
   diverging.path = layer.path;
   diverging.kind = layer.kind;
+  diverging.module = layer.module;
+  diverging.strides = layer.strides;
   diverging.inputs = layer.inputs;
   for (const std::string& input : layer.inputs) {
     // Every input comes earlier in forward order; one neither run recorded does not agree.
@@ -269,7 +271,7 @@ std::optional<Check> check_layer_outputs(const RunPair& runs, const Tolerance& t
     if (findings.first_diverging_layer) continue;
     // A path neither case names (a run whose file and case disagree) is still reported.
     const auto layer = structure.find(path);
-    const LayerIntermediate unknown{path, "unknown", {}, {}, {1, 1}};
+    const LayerIntermediate unknown{path, "unknown", {}, {}, {1, 1}, ""};
     findings.first_diverging_layer = describe_divergence(
         outputs, layer == structure.end() ? unknown : layer->second, result, compared);
     add_divergence(*findings.first_diverging_layer, result, check);

@@ -1,7 +1,9 @@
 #include "output_relations.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "parity/common/error.h"
 
@@ -67,7 +69,84 @@ double moved_residual(const std::vector<double>& a, const std::vector<double>& b
   return any ? relative(dd, bb) : std::numeric_limits<double>::quiet_NaN();
 }
 
+// The convolution of x with the kernel at one placement, less `out`: ||conv - out||^2.
+double conv_misfit(const std::vector<double>& x, const Shape& x_shape,
+                   const std::vector<double>& kernel, const Shape& kernel_shape,
+                   const std::vector<double>& bias, const std::array<int64_t, 2>& strides,
+                   const std::array<int64_t, 2>& before, const std::vector<double>& out,
+                   const Shape& out_shape) {
+  const int64_t n = x_shape[0], h = x_shape[1], w = x_shape[2], cin = x_shape[3];
+  const int64_t kh = kernel_shape[0], kw = kernel_shape[1], cout = kernel_shape[3];
+  const int64_t oh = out_shape[1], ow = out_shape[2];
+  std::vector<double> sum(static_cast<size_t>(cout));
+  double misfit = 0;
+  for (int64_t image = 0; image < n; ++image) {
+    for (int64_t i = 0; i < oh; ++i) {
+      for (int64_t j = 0; j < ow; ++j) {
+        for (int64_t c = 0; c < cout; ++c) sum[c] = bias.empty() ? 0 : bias[c];
+        for (int64_t di = 0; di < kh; ++di) {
+          const int64_t y = i * strides[0] - before[0] + di;
+          if (y < 0 || y >= h) continue;  // padding: zeros
+          for (int64_t dj = 0; dj < kw; ++dj) {
+            const int64_t xx = j * strides[1] - before[1] + dj;
+            if (xx < 0 || xx >= w) continue;
+            const double* pixel = &x[static_cast<size_t>(((image * h + y) * w + xx) * cin)];
+            const double* taps = &kernel[static_cast<size_t>((di * kw + dj) * cin * cout)];
+            for (int64_t ci = 0; ci < cin; ++ci) {
+              for (int64_t c = 0; c < cout; ++c) sum[c] += pixel[ci] * taps[ci * cout + c];
+            }
+          }
+        }
+        const double* recorded = &out[static_cast<size_t>(((image * oh + i) * ow + j) * cout)];
+        for (int64_t c = 0; c < cout; ++c) misfit += (sum[c] - recorded[c]) * (sum[c] - recorded[c]);
+      }
+    }
+  }
+  return misfit;
+}
+
+// The least padding after the image for windows starting `before` pixels ahead to give `size`
+// outputs; nullopt when no padding within the window's extent does.
+std::optional<int64_t> padding_after(int64_t input, int64_t window, int64_t stride, int64_t before,
+                                     int64_t size) {
+  const int64_t after = std::max<int64_t>(0, (size - 1) * stride + window - input - before);
+  if (after >= window || (input + before + after - window) / stride + 1 != size) return std::nullopt;
+  return after;
+}
+
 }  // namespace
+
+std::vector<WindowPlacement> conv_window_placements(
+    const std::vector<double>& x, const Shape& x_shape, const std::vector<double>& kernel,
+    const Shape& kernel_shape, const std::vector<double>& bias,
+    const std::array<int64_t, 2>& strides, const std::vector<double>& out, const Shape& out_shape) {
+  PARITY_CHECK(x_shape.size() == 4 && kernel_shape.size() == 4 && out_shape.size() == 4 &&
+               x.size() == shape_num_elements(x_shape) &&
+               kernel.size() == shape_num_elements(kernel_shape) &&
+               out.size() == shape_num_elements(out_shape) && kernel_shape[2] == x_shape[3] &&
+               kernel_shape[3] == out_shape[3] && x_shape[0] == out_shape[0] &&
+               (bias.empty() || static_cast<int64_t>(bias.size()) == out_shape[3]));
+  double norm = 0;
+  for (const double value : out) norm += value * value;
+  std::vector<WindowPlacement> placements;
+  for (int64_t top = 0; top < kernel_shape[0]; ++top) {
+    const auto bottom = padding_after(x_shape[1], kernel_shape[0], strides[0], top, out_shape[1]);
+    if (!bottom) continue;
+    for (int64_t left = 0; left < kernel_shape[1]; ++left) {
+      const auto right = padding_after(x_shape[2], kernel_shape[1], strides[1], left, out_shape[2]);
+      if (!right) continue;
+      WindowPlacement placement{{top, left}, {*bottom, *right}, 0};
+      placement.residual = relative(
+          conv_misfit(x, x_shape, kernel, kernel_shape, bias, strides, placement.before, out,
+                      out_shape),
+          norm);
+      placements.push_back(placement);
+    }
+  }
+  std::sort(placements.begin(), placements.end(),
+            [](const WindowPlacement& p, const WindowPlacement& q) { return p.residual < q.residual; });
+  return placements;
+}
 
 GridShift best_grid_shift(const std::vector<double>& a, const std::vector<double>& b,
                           const Shape& shape, const std::array<int64_t, 2>& strides) {

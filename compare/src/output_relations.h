@@ -31,6 +31,23 @@ struct GridShift {
 GridShift best_grid_shift(const std::vector<double>& a, const std::vector<double>& b,
                           const Shape& shape, const std::array<int64_t, 2>& strides);
 
+// Where a convolution's windows sit: the padding before and after the image along height and
+// width, and how well a convolution so padded reproduces a recorded output.
+struct WindowPlacement {
+  std::array<int64_t, 2> before{0, 0}, after{0, 0};
+  double residual = 0;  // ||conv(x) - out|| / ||out||
+};
+// Every placement of a convolution's windows that gives `out`'s size, best fit first: `x`
+// [N, H, W, Cin] and `out` [N, OH, OW, Cout] (NHWC), `kernel` [KH, KW, Cin, Cout] (HWIO, Flax's
+// layout), `bias` [Cout] or empty, `strides` the windows' step. The padding before ranges over
+// 0..K-1; the padding after is the least the last window needs (more is never read). A placement
+// differs from another only by where the first window starts, so this finds the padding before
+// exactly, and the padding after as far as the output shows it.
+std::vector<WindowPlacement> conv_window_placements(
+    const std::vector<double>& x, const Shape& x_shape, const std::vector<double>& kernel,
+    const Shape& kernel_shape, const std::vector<double>& bias,
+    const std::array<int64_t, 2>& strides, const std::vector<double>& out, const Shape& out_shape);
+
 // Each row's least-squares factor r = <a, b> / <b, b> (A ~ r B), over the rows of the
 // normalisation: a LayerNorm's rows are the vectors along the last axis, a BatchNorm's the
 // channels (every value of one channel index).

@@ -53,9 +53,8 @@ const MigrationDefault kDefaults[] = {
     {"M1", "m1-initialisers", "init.scheme=torch", true, {"M1"}},
     // torch/nn/modules/batchnorm.py _NormBase.__init__ momentum=0.1: Flax's convention 0.9.
     {"M2", "m2-batchnorm-momentum", "model.layers[1].momentum=0.9", true, {"M2"}},
-    // torch/nn/modules/conv.py Conv2d(padding=1): (1, 1) on both axes. No rule names it yet
-    // (README "Diagnoses": the stride-2 grid move is approximate), and none names another cause.
-    {"M3", "m3-conv-same-padding", "model.layers[0].padding=[[1, 1], [1, 1]]", true, {}},
+    // torch/nn/modules/conv.py Conv2d(padding=1): (1, 1) on both axes.
+    {"M3", "m3-conv-same-padding", "model.layers[0].padding=[[1, 1], [1, 1]]", true, {"M3"}},
     // torch/nn/modules/activation.py GELU(approximate='none'): the erf form.
     {"M4", "m4-gelu-approximate", "model.layers[2].approximate=false", true, {"M4"}},
     // torch/nn/modules/normalization.py LayerNorm(eps=1e-5).

@@ -99,6 +99,34 @@ TEST(LayerIntermediates, VitFmnistRecordsTheLayersInsideEachMlpBlock) {
   EXPECT_EQ(entries.at("07_mean_tokens").shape, (std::vector<int64_t>{64}));
 }
 
+// Each layer's module is the one whose parameters the model has (infer_model_shapes names them
+// as flax.linen does): every module named has a tensor under it, and the functions have none.
+TEST(LayerIntermediates, EachLayerNamesTheModuleWhoseParametersItApplies) {
+  for (const char* name : {"cnn-fmnist", "vit-fmnist"}) {
+    const CaseSpec spec = load_case(name);
+    const ModelShapes shapes = infer_model_shapes(spec.model.layers, spec.model.input);
+    for (const LayerIntermediate& entry : layer_intermediates(spec.model)) {
+      const bool has_params = std::any_of(
+          shapes.params.begin(), shapes.params.end(), [&entry](const ModelTensor& tensor) {
+            return !entry.module.empty() && tensor.name.rfind(entry.module + "/", 0) == 0;
+          });
+      EXPECT_EQ(has_params, !entry.module.empty()) << name << " " << entry.path;
+    }
+  }
+  const auto cnn = by_path(layer_intermediates(load_case("cnn-fmnist").model));
+  // The stem is the model's first Conv; a block's convs count within its Residual, the
+  // projection's continuing the branch's (two convs, then the projection's third).
+  EXPECT_EQ(cnn.at("00_conv").module, "Conv_0");
+  EXPECT_EQ(cnn.at("01_batch_norm").module, "BatchNorm_0");
+  EXPECT_EQ(cnn.at("02_relu").module, "");
+  EXPECT_EQ(cnn.at("07_residual/00_conv").module, "Residual_2/Conv_0");
+  EXPECT_EQ(cnn.at("07_residual/projection/00_conv").module, "Residual_2/Conv_2");
+  EXPECT_EQ(cnn.at("07_residual/sum").module, "");
+  EXPECT_EQ(cnn.at("12_dense").module, "Dense_0");
+  const auto vit = by_path(layer_intermediates(load_case("vit-fmnist").model));
+  EXPECT_EQ(vit.at("03_residual/01_mlp_block/02_dense").module, "Residual_1/MlpBlock_0/Dense_1");
+}
+
 TEST(LayerIntermediates, WidthsModelsAndBatchNormsThatSyncRecordNone) {
   EXPECT_FALSE(records_intermediates(load_case("mlp2-fmnist").model));
   const CaseSpec synced = load_case(

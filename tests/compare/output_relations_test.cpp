@@ -127,5 +127,41 @@ TEST(OutputRelations, RowRatiosAreEachRowsFactorAndZeroResidualForMultiples) {
   EXPECT_LT(per_channel.max_residual, 1e-12);
 }
 
+// A 3x3 box filter at stride 2 over a 4x4 image holding 1..16 row by row (x[r][c] = 4r + c + 1),
+// its sums derived by hand. torch's padding=1 starts the windows at pixel -1: rows and columns
+// (-1..1, 1..3), so out = [[1+2+5+6, 2+3+4+6+7+8], [5+6+9+10+13+14, 6+7+8+10+11+12+14+15+16]]
+// = [[14, 30], [57, 99]]. 'SAME' pads (0, 1): windows at 0..2 and 2..4, out = [[54, 45], [72, 54]].
+TEST(OutputRelations, AConvsPaddingIsTheOneWhoseWindowsReproduceItsOutput) {
+  const Shape x_shape = {1, 4, 4, 1}, kernel_shape = {3, 3, 1, 1}, out_shape = {1, 2, 2, 1};
+  std::vector<double> x;
+  for (int value = 1; value <= 16; ++value) x.push_back(value);
+  const std::vector<double> box(9, 1.0);
+  const auto placements = [&](const std::vector<double>& out) {
+    return conv_window_placements(x, x_shape, box, kernel_shape, {}, {2, 2}, out, out_shape);
+  };
+  const std::vector<WindowPlacement> torch_like = placements({14, 30, 57, 99});
+  // Padding before 0, 1 or 2 on each axis gives 2 outputs (more would start a window wholly in
+  // the padding): nine placements.
+  ASSERT_EQ(torch_like.size(), 9u);
+  EXPECT_EQ(torch_like[0].before, (std::array<int64_t, 2>{1, 1}));
+  // The last window (pixels 1..3) reads nothing after the image: torch's second pad pixel is
+  // never seen.
+  EXPECT_EQ(torch_like[0].after, (std::array<int64_t, 2>{0, 0}));
+  EXPECT_EQ(torch_like[0].residual, 0.0);
+  EXPECT_GT(torch_like[1].residual, 0.1);
+
+  const std::vector<WindowPlacement> same = placements({54, 45, 72, 54});
+  EXPECT_EQ(same[0].before, (std::array<int64_t, 2>{0, 0}));
+  EXPECT_EQ(same[0].after, (std::array<int64_t, 2>{1, 1}));
+  EXPECT_EQ(same[0].residual, 0.0);
+  EXPECT_GT(same[1].residual, 0.1);
+
+  // A bias adds to every output.
+  const std::vector<WindowPlacement> biased = conv_window_placements(
+      x, x_shape, box, kernel_shape, {0.5}, {2, 2}, {14.5, 30.5, 57.5, 99.5}, out_shape);
+  EXPECT_EQ(biased[0].before, (std::array<int64_t, 2>{1, 1}));
+  EXPECT_EQ(biased[0].residual, 0.0);
+}
+
 }  // namespace
 }  // namespace parity::compare

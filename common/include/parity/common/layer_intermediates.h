@@ -63,6 +63,9 @@ struct LayerIntermediate {
   std::vector<std::string> inputs;
   // A window's step (conv, pools): input pixels per output pixel along height and width.
   std::array<int64_t, 2> strides = {1, 1};
+  // The Flax module whose parameters the layer applies ("Conv_0", "Residual_1/Dense_0",
+  // model_layers.h ModuleNamer); empty for a function (relu, pools) and a residual's sum.
+  std::string module;
 };
 
 // Whether the producers record intermediates for `model`: a layers model (not the widths
