@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "output_relations.h"
+#include "parity/common/layer_intermediates.h"
 #include "parity/common/run_dir.h"
 #include "parity/compare/compare.h"
 #include "parity/compare/result.h"
@@ -137,6 +138,10 @@ Check check_parameters(const TensorScan& scan, const Tolerance& tolerance, Findi
 // run recorded model state (a model without BatchNorm).
 std::optional<Check> check_model_state(const TensorScan& scan, const Tolerance& tolerance,
                                        Findings& findings);
+// The layer outputs a run records, from the case its run.json holds (its layers, their paths,
+// modules and windows; never a default's value); empty for a run without them (a widths model,
+// an import, a BatchNorm that syncs).
+std::vector<LayerIntermediate> recorded_layers(const RunDir& run);
 // The layer outputs at the first step both runs recorded them (first_diverging_layer); nullopt
 // when neither run recorded any (a widths model, an import).
 std::optional<Check> check_layer_outputs(const RunPair& runs, const Tolerance& tolerance,

@@ -14,6 +14,9 @@
 //                               eps_B - eps_A solved from the rows' variances
 //   M2  BatchNorm momentum      running means at step 0 in a constant ratio in every channel, the
 //                               EMA weights solved from steps 0 and 1
+//   M12 BatchNorm under DP      the first BatchNorm's running mean at the first step: one run's
+//                               a multiple of replica 0's batch mean at its input in every
+//                               channel (its own batch), the other's not (the global batch)
 //   M6  Adam L2 vs AdamW        equal gradients; the first updates differ by lr x lambda x theta
 //                               and point opposite ways exactly where |g| < lambda |theta|
 //   M7  decoupled decay lambda  equal gradients; the first updates differ by exactly
@@ -30,6 +33,7 @@ namespace parity::compare {
 std::optional<Diagnosis> initialiser_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> diverging_layer_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> batch_norm_momentum_rule(const RunPair& runs, const Findings& findings);
+std::optional<Diagnosis> batch_norm_sync_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& findings);
 
 // Every rule above, each on its own (diagnose() orders them among the other rules and stops at

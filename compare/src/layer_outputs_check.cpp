@@ -26,18 +26,10 @@ namespace {
 
 using Structure = std::map<std::string, LayerIntermediate>;
 
-// The layer outputs of a run's case by path; empty without case text that reads as a layers case.
+// The layer outputs of a run's case by path.
 Structure structure_of(const RunDir& run) {
   Structure out;
-  if (run.info.case_toml.empty()) return out;
-  CaseSpec spec;
-  try {
-    spec = case_from_text(run.info.case_toml, run.dir / "run.json (case.toml)");
-  } catch (const InputError&) {
-    return out;
-  }
-  if (!records_intermediates(spec.model)) return out;
-  for (LayerIntermediate& entry : layer_intermediates(spec.model)) {
+  for (LayerIntermediate& entry : recorded_layers(run)) {
     std::string path = entry.path;
     out.emplace(std::move(path), std::move(entry));
   }
@@ -218,6 +210,18 @@ std::optional<int64_t> first_common_step(const RunPair& runs) {
 }
 
 }  // namespace
+
+std::vector<LayerIntermediate> recorded_layers(const RunDir& run) {
+  if (run.info.case_toml.empty()) return {};
+  CaseSpec spec;
+  try {
+    spec = case_from_text(run.info.case_toml, run.dir / "run.json (case.toml)");
+  } catch (const InputError&) {
+    return {};
+  }
+  if (!records_intermediates(spec.model)) return {};
+  return layer_intermediates(spec.model);
+}
 
 std::optional<Check> check_layer_outputs(const RunPair& runs, const Tolerance& tolerance,
                                          Findings& findings) {

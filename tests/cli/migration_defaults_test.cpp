@@ -65,6 +65,8 @@ const MigrationDefault kDefaults[] = {
     {"M7", "m7-adamw-default-decay", "train.weight_decay=0.01", true, {"M7"}},
     // The negative control: optax.sgd without momentum is not torch's SGD(momentum=0.9).
     {"M8", "m8-sgd-momentum", "train.momentum=0", false, {}},
+    // DDP's BatchNorm: each replica's own batch (torch/nn/modules/batchnorm.py _BatchNorm).
+    {"M12", "m12-batchnorm-sync", "model.layers[1].sync=false", true, {"M12"}},
 };
 
 // `parity cases run ID` (the quick variant) with its folders under `out`.
