@@ -126,10 +126,12 @@ pe::Array outputs_loss(const ModelSpec& model, const pe::Array& outputs, const p
              : pe::mse(outputs, y);
 }
 
-pe::optim::GradientTransformation make_optimizer(const TrainSpec& train) {
+pe::optim::GradientTransformation make_optimizer(const TrainSpec& train, bool clips) {
   namespace optim = pe::optim;
   std::vector<optim::GradientTransformation> parts;
-  if (train.clip_grad_norm > 0) parts.push_back(optim::clip_by_global_norm(train.clip_grad_norm));
+  if (clips && train.clip_grad_norm > 0) {
+    parts.push_back(optim::clip_by_global_norm(train.clip_grad_norm));
+  }
   // torch.optim's SGD and Adam add weight_decay * param to the gradient (L2) before anything
   // else: optax's add_decayed_weights at the front of the chain.
   if (train.weight_decay > 0 && train.optimizer != "adamw") {

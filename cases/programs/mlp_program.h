@@ -49,8 +49,10 @@ pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Arr
 // or the mean squared error against float targets y [B, T].
 pe::Array outputs_loss(const ModelSpec& model, const pe::Array& outputs, const pe::Array& y);
 
-// The case's optimizer with optax semantics (the torch.optim equivalents ddp_ref uses).
-pe::optim::GradientTransformation make_optimizer(const TrainSpec& train);
+// The case's optimizer with optax semantics (the torch.optim equivalents ddp_ref uses), with
+// optax.clip_by_global_norm at the front of the chain when the case clips, unless `clips` is
+// false (a train step that clips the gradients itself, engine_trainer/src/train_step.cpp).
+pe::optim::GradientTransformation make_optimizer(const TrainSpec& train, bool clips = true);
 
 // train_step(params, opt_state, x, y) -> (params, opt_state, loss, grads), jitted with params
 // and opt_state donated. The grads are returned so that runs can record them.

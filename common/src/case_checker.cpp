@@ -217,6 +217,12 @@ class CaseChecker {
            "requires), found optimizer = \"" + spec_.train.optimizer +
                "\", momentum = " + format_float(spec_.train.momentum));
     }
+    if (spec_.train.clip_placement != "after_mean" && spec_.train.clip_grad_norm <= 0) {
+      fail(keys::kTrainClipPlacement,
+           "clip_placement = \"" + spec_.train.clip_placement +
+               "\" places a clipping the case does not do: set train.clip_grad_norm > 0, or "
+               "leave clip_placement out");
+    }
   }
 
   void check_compare() {

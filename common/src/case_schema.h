@@ -65,6 +65,7 @@ inline const std::vector<std::string> kLosses = {"softmax_cross_entropy", "mse"}
 inline const std::vector<std::string> kDatasets = {"fashion-mnist", "synthetic-linear"};
 inline const std::vector<std::string> kOptimizers = {"sgd", "adam", "adamw"};
 inline const std::vector<std::string> kDtypes = {"f32", "bf16", "f16"};
+inline const std::vector<std::string> kClipPlacements = {"after_mean", "before_mean"};
 // "torch" is made by ddp_ref (LibTorch's constructors), the others by common/ (init_params.h).
 inline const std::vector<std::string> kInitSchemes = {"jax-normal", "flax", "torch"};
 
@@ -113,6 +114,7 @@ inline const Key kTrainBeta2{kTrain, "beta2", in_range(FloatRange::kUnitInterval
 inline const Key kTrainEps{kTrain, "eps", in_range(FloatRange::kNonNegative)};
 inline const Key kTrainEpsRoot{kTrain, "eps_root", in_range(FloatRange::kNonNegative)};
 inline const Key kTrainClipGradNorm{kTrain, "clip_grad_norm", in_range(FloatRange::kNonNegative)};
+inline const Key kTrainClipPlacement{kTrain, "clip_placement", one_of(kClipPlacements), "", false};
 inline const Key kTrainGradAccumSteps{kTrain, "grad_accum_steps", at_least(1)};
 inline const Key kTrainDtype{kTrain, "dtype", one_of(kDtypes)};
 inline const Key kTrainRecordSteps{kTrain, "record_steps"};
@@ -196,6 +198,7 @@ void for_each_case_key(Spec& spec, Visit&& visit) {
   visit(kTrainEps, spec.train.eps);
   visit(kTrainEpsRoot, spec.train.eps_root);
   visit(kTrainClipGradNorm, spec.train.clip_grad_norm);
+  visit(kTrainClipPlacement, spec.train.clip_placement);
   visit(kTrainGradAccumSteps, spec.train.grad_accum_steps);
   visit(kTrainDtype, spec.train.dtype);
   visit(kTrainRecordSteps, spec.train.record_steps);

@@ -348,6 +348,15 @@ void check_options(const CaseSpec& spec, const DdpOptions& options) {
         "outside the sqrt only); ddp_ref trains eps_root = 0: use --set train.eps_root=0",
         spec.name, spec.train.eps_root));
   }
+  if (spec.train.clip_placement != "after_mean") {
+    // DistributedDataParallel averages the gradients in backward's hooks (the c10d Reducer), so
+    // the training loop's clip_grad_norm_ only ever sees the mean.
+    throw InputError(fmt::format(
+        "case {}: train.clip_placement = \"{}\": under DDP the gradients are averaged during "
+        "backward, before the loop can clip them, so ddp_ref clips after the mean; use --set "
+        "train.clip_placement=after_mean (the engine trains either)",
+        spec.name, spec.train.clip_placement));
+  }
   // Not every LibTorch has every dtype's CPU kernels (1.13 has no f16 matmul): ask one small
   // matmul before any rank starts, rather than fail every rank at its first forward pass.
   const torch::ScalarType dtype = compute_dtype(spec.train.dtype);

@@ -193,7 +193,7 @@ class RankTrainer {
   void exchange_addresses();
   StepOutcome forward_backward(int64_t step);
   void reduce_metrics(int64_t step, const StepOutcome& outcome);
-  void update(int64_t step);
+  void clip_gradients(int64_t step);  // and measures grad_norm_
   void record_step(int64_t step, const StepOutcome& outcome, double step_seconds);
   std::vector<MaskDraw> gather_dropout_draws(int64_t step);
   void record_tensors(int64_t step, const NamedTensors& grads);
@@ -343,7 +343,7 @@ void RankTrainer::reduce_metrics(int64_t step, const StepOutcome& outcome) {
   recorder_.check_losses_finite(record);
 }
 
-void RankTrainer::update(int64_t step) {
+void RankTrainer::clip_gradients(int64_t step) {
   check_gradients_finite(*model_, step);
   if (spec_.train.clip_grad_norm > 0) {
     // torch.nn.utils.clip_grad_norm_ returns the norm before clipping.
@@ -351,7 +351,6 @@ void RankTrainer::update(int64_t step) {
   } else {
     grad_norm_ = global_l2_norm(gradients_of(params_));
   }
-  optimizer_->step();
 }
 
 // Every rank's masks of the step, on every rank (a collective: all ranks call it).
@@ -410,11 +409,17 @@ std::optional<ProducerSummary> RankTrainer::run() {
     StepOutcome outcome = forward_backward(step);
     double seconds = seconds_since(start);
     reduce_metrics(step, outcome);
+    start = Clock::now();
+    clip_gradients(step);
+    seconds += seconds_since(start);
+    // The gradients recorded are the ones the optimizer applies, clipped where the case clips
+    // (what .grad holds after clip_grad_norm_, as parity_torch_log records it); grad_norm is
+    // the norm before clipping.
     const bool recorded = recorder_.records_tensors(step);
     NamedTensors grads;
     if (recorded && context_.writer != nullptr) grads = export_canonical_grads(*model_);
     start = Clock::now();
-    update(step);
+    optimizer_->step();
     step_seconds.push_back(seconds + seconds_since(start));
     record_step(step, outcome, step_seconds.back());
     if (recorded) record_tensors(step, grads);

@@ -9,6 +9,9 @@
 // every site's keys and masks for the RNG streams.
 #include "train_step.h"
 
+#include <functional>
+#include <utility>
+
 #include "layer_model.h"
 #include "mlp_program.h"
 #include "parity/common/engine_programs.h"
@@ -48,13 +51,42 @@ pe::Array device_dropout_key(const RngSpec& rng, const pe::Array& key, const std
   return key;
 }
 
+// The gradients the optimizer applies, from a device's local gradients: the program's
+// reduction, and the case's clipping by global norm where the case places it. Without clipping
+// the applied gradients are the reduced ones; with it, (applied, reduced): the run records the
+// applied gradients, as DDP's .grad holds them after clip_grad_norm_, and the norm of the
+// reduced ones, as clip_grad_norm_ returns it.
+struct GradientPath {
+  std::function<pe::Tree(const pe::Tree&)> reduce;
+  double clip_norm = 0;
+  bool clip_before_mean = false;
+
+  pe::Tree clip(const pe::Tree& grads) const {
+    const pe::optim::GradientTransformation clipper = pe::optim::clip_by_global_norm(clip_norm);
+    return clipper.update(grads, clipper.init(grads), pe::Tree()).first;
+  }
+  // The optimizer's input and what the step returns as its gradients.
+  std::pair<pe::Tree, pe::Tree> apply(const pe::Tree& local) const {
+    const pe::Tree reduced = reduce(local);
+    if (clip_norm <= 0) return {reduced, reduced};
+    // before_mean: each device's own gradient clipped inside the mapped step, then the mean
+    // (a port's misplacement; DDP averages in backward's hooks before any clipping).
+    const pe::Tree applied = clip_before_mean ? reduce(clip(local)) : clip(reduced);
+    return {applied, pe::Tree::tuple({applied, reduced})};
+  }
+};
+
 }  // namespace
+
+pe::optim::GradientTransformation step_optimizer(const CaseSpec& spec) {
+  return cases::make_optimizer(spec.train, /*clips=*/false);
+}
 
 DeviceStepFunction device_step_function(const CaseSpec& spec,
                                         const EngineStepOptions& step_options) {
   const pe::DType dtype =
       step_options.float64 ? pe::DType::f64 : cases::compute_dtype(spec.train.dtype);
-  const pe::optim::GradientTransformation optimizer = cases::make_optimizer(spec.train);
+  const pe::optim::GradientTransformation optimizer = step_optimizer(spec);
   const EngineProgram& program = find_engine_program(step_options.program);
   cases::require_program_trains_model(spec, program);
   const bool has_model_state = !spec.model.layers.empty();
@@ -64,8 +96,10 @@ DeviceStepFunction device_step_function(const CaseSpec& spec,
   const int64_t micro_batches = spec.train.grad_accum_steps;
   const bool update_each = program.updates_per_micro_batch;
   const RngSpec rng = spec.rng;
-  pe::TreeFunction step = [optimizer, gradients, micro_batches, update_each, has_model_state,
-                           has_dropout, rng](const std::vector<pe::Tree>& args) {
+  const GradientPath path{gradients.reduce, spec.train.clip_grad_norm,
+                          spec.train.clip_placement == "before_mean"};
+  pe::TreeFunction step = [optimizer, gradients, path, micro_batches, update_each,
+                           has_model_state, has_dropout, rng](const std::vector<pe::Tree>& args) {
     pe::Tree params = args[0];
     pe::Tree state = args[1];
     pe::Tree batch_stats = has_model_state ? args[4] : pe::Tree();
@@ -99,9 +133,9 @@ DeviceStepFunction device_step_function(const CaseSpec& spec,
     if (micro_batches == 1) {
       // Seed 002's train_step_parallel: the program's (loss, grads), then the optax update.
       const pe::Tree local = loss_and_grads(args[2], args[3]);
-      const pe::Tree grads = gradients.reduce(local[1]);
-      update(grads);
-      return outputs(local[0], grads);
+      const auto [applied, returned] = path.apply(local[1]);
+      update(applied);
+      return outputs(local[0], returned);
     }
     // Micro-batches: args[2] and args[3] are tuples of k batches. 002 §3.3 accumulates the
     // gradients (each of loss / k, as DDP scales the loss under no_sync), reduces once and
@@ -115,8 +149,9 @@ DeviceStepFunction device_step_function(const CaseSpec& spec,
       const pe::Tree local = loss_and_grads(args[2][index], args[3][index]);
       losses.push_back(local[0]);
       if (update_each) {
-        last_grads = gradients.reduce(local[1]);
-        update(last_grads);
+        const auto [applied, returned] = path.apply(local[1]);
+        update(applied);
+        last_grads = returned;
         continue;
       }
       const pe::Tree scaled =
@@ -127,8 +162,9 @@ DeviceStepFunction device_step_function(const CaseSpec& spec,
                                        accumulated, scaled);
     }
     if (!update_each) {
-      last_grads = gradients.reduce(accumulated);
-      update(last_grads);
+      const auto [applied, returned] = path.apply(accumulated);
+      update(applied);
+      last_grads = returned;
     }
     return outputs(pe::Tree::tuple(losses), last_grads);
   };

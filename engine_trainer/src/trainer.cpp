@@ -17,6 +17,7 @@
 #include "pmap_engine/random.h"
 #include "pmap_engine/random_ops.h"
 #include "scenario_programs.h"
+#include "train_step.h"
 
 namespace parity::engine_trainer {
 namespace {
@@ -73,7 +74,7 @@ EngineTrainer::EngineTrainer(const CaseSpec& spec, const EngineOptions& options,
     batch_stats_ = replicate(
         cases::initial_batch_stats(spec.model, initial.leaves().front().dtype()), local_devices);
   }
-  const pe::Tree initial_state = cases::make_optimizer(spec.train).init(initial);
+  const pe::Tree initial_state = step_optimizer(spec).init(initial);
   if (program_.broadcasts_params) {
     params_ = initial;
     opt_state_ = initial_state;
@@ -198,12 +199,15 @@ std::vector<uint64_t> EngineTrainer::replica_param_digests() const {
   return gather_across_processes(local);
 }
 
-void EngineTrainer::record_step(StepRecord& record, const pe::Tree& reduced_grads,
+void EngineTrainer::record_step(StepRecord& record, const pe::Tree& step_grads,
                                 const std::vector<uint64_t>& digests) const {
   if (!recorder_->writes()) return;
-  const pe::Tree grads = device_slice(reduced_grads, 0);
+  // A clipping step returns (applied, reduced) (train_step.cpp, GradientPath): the tensors are
+  // the applied gradients, the norm the reduced ones', as ddp_ref records them.
+  const bool clips = spec_.train.clip_grad_norm > 0;
+  const pe::Tree grads = device_slice(clips ? step_grads[0] : step_grads, 0);
   const pe::Tree params = device_params(0);
-  record.grad_norm = global_l2_norm(grads);
+  record.grad_norm = global_l2_norm(clips ? device_slice(step_grads[1], 0) : grads);
   record.param_norm = global_l2_norm(params);
   recorder_->record_step(record);
   if (recorder_->records_tensors(record.step)) {

@@ -37,7 +37,7 @@ class EngineTrainer {
   void resume_from_checkpoint(int64_t step);
   StepRecord reduce_metrics(int64_t step, const StepInputs& batch, const pe::Tree& out) const;
   std::vector<uint64_t> replica_param_digests() const;
-  void record_step(StepRecord& record, const pe::Tree& reduced_grads,
+  void record_step(StepRecord& record, const pe::Tree& step_grads,
                    const std::vector<uint64_t>& digests) const;
   void record_intermediates(int64_t step, const StepInputs& batch) const;
   void report_progress(int64_t step, double loss) const;

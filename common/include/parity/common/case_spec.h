@@ -54,6 +54,10 @@ struct TrainSpec {
   // Adam has none, so ddp_ref trains only eps_root = 0 (the default).
   double eps_root = 0.0;
   double clip_grad_norm = 0.0;   // 0 disables clipping by global norm
+  // Where the clipping runs: after_mean (DDP's clip_grad_norm_ after the all-reduce; optax's
+  // clip_by_global_norm after lax.pmean) | before_mean (each device clips its own gradient
+  // inside the mapped step, then the mean: a port's misplacement; the engine only).
+  std::string clip_placement = "after_mean";
   int64_t grad_accum_steps = 1;  // micro-batches per optimizer step
   std::string dtype = "f32";     // f32 | bf16 | f16 (compute dtype; master weights stay f32)
   std::vector<int64_t> record_steps;  // steps whose tensors are written to tensors/
