@@ -348,6 +348,14 @@ void check_options(const CaseSpec& spec, const DdpOptions& options) {
         "outside the sqrt only); ddp_ref trains eps_root = 0: use --set train.eps_root=0",
         spec.name, spec.train.eps_root));
   }
+  if (spec.train.eps_in_sqrt) {
+    throw InputError(fmt::format(
+        "case {}: train.eps_in_sqrt = true has no torch.optim equivalent (torch's {} adds eps "
+        "after the square root only); ddp_ref trains eps_in_sqrt = false: use --set "
+        "train.eps_in_sqrt=false, or give the engine optax's placement alone through "
+        "scenario.engine_overrides",
+        spec.name, spec.train.optimizer == "adagrad" ? "Adagrad" : "RMSprop"));
+  }
   // Not every LibTorch has every dtype's CPU kernels (1.13 has no f16 matmul): ask one small
   // matmul before any rank starts, rather than fail every rank at its first forward pass.
   const torch::ScalarType dtype = compute_dtype(spec.train.dtype);
