@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -234,28 +235,38 @@ GradientTransformation scale_by_adam(double b1, double b2, double eps, double ep
           }};
 }
 
-// optax/_src/transform.py scale_by_rms (bias_correction=False): nu through
-// update_moment_per_elem_norm (order 2), then scaling * g, the scaling computed on its own as
-// optax does (rsqrt(nu + eps), or 1 / (sqrt(nu) + eps) when eps_in_sqrt=False).
-GradientTransformation scale_by_rms(double decay, double eps, double initial_scale,
-                                    bool eps_in_sqrt) {
-  return {[initial_scale](const Tree& params) {
-            return Tree::tuple({full_like_tree(params, initial_scale)});
+namespace {
+
+// The skeleton scale_by_rms and scale_by_rss share: a state (accumulator,) started at
+// `initial` in every element (optax.tree.full_like), updated by accumulate(g, old), and each
+// update g scaled by scaling(new accumulator) * g, the scaling computed on its own as optax does.
+GradientTransformation scale_by_accumulated_squares(
+    const char* name, double initial,
+    std::function<Array(const Array& g, const Array& old)> accumulate,
+    std::function<Array(const Array& accumulator)> scaling) {
+  return {[initial](const Tree& params) {
+            return Tree::tuple({full_like_tree(params, initial)});
           },
           [=](const Tree& updates, const Tree& state, const Tree&) {
-            const Tree& old_nu = accumulator_of("scale_by_rms", state);
-            Tree nu = tree_map(
-                [decay](const Array& g, const Array& v) {
-                  return (1.0 - decay) * square(g) + decay * v;
-                },
-                updates, old_nu);
+            Tree accumulator = tree_map(accumulate, updates, accumulator_of(name, state));
             Tree out = tree_map(
-                [&](const Array& g, const Array& v) {
-                  return inverse_root(v, eps, eps_in_sqrt) * g;
-                },
-                updates, nu);
-            return std::make_pair(out, Tree::tuple({nu}));
+                [&](const Array& g, const Array& v) { return scaling(v) * g; }, updates,
+                accumulator);
+            return std::make_pair(out, Tree::tuple({accumulator}));
           }};
+}
+
+}  // namespace
+
+// optax/_src/transform.py scale_by_rms (bias_correction=False): nu through
+// update_moment_per_elem_norm (order 2), then rsqrt(nu + eps) * g, or
+// 1 / (sqrt(nu) + eps) * g when eps_in_sqrt=False.
+GradientTransformation scale_by_rms(double decay, double eps, double initial_scale,
+                                    bool eps_in_sqrt) {
+  return scale_by_accumulated_squares(
+      "scale_by_rms", initial_scale,
+      [decay](const Array& g, const Array& nu) { return (1.0 - decay) * square(g) + decay * nu; },
+      [=](const Array& nu) { return inverse_root(nu, eps, eps_in_sqrt); });
 }
 
 // optax/_src/transform.py scale_by_rss: sum_of_squares = abs_sq(g) + s, then
@@ -264,22 +275,13 @@ GradientTransformation scale_by_rms(double decay, double eps, double initial_sca
 // optax's guard for s = 0 kept.
 GradientTransformation scale_by_rss(double initial_accumulator_value, double eps,
                                     bool eps_in_sqrt) {
-  return {[initial_accumulator_value](const Tree& params) {
-            return Tree::tuple({full_like_tree(params, initial_accumulator_value)});
-          },
-          [=](const Tree& updates, const Tree& state, const Tree&) {
-            const Tree& old_sum = accumulator_of("scale_by_rss", state);
-            Tree sum_of_squares = tree_map(
-                [](const Array& g, const Array& s) { return square(g) + s; }, updates, old_sum);
-            Tree out = tree_map(
-                [&](const Array& g, const Array& s) {
-                  const Array scaling = where(greater(s, scalar_like(s, 0.0)),
-                                              inverse_root(s, eps, eps_in_sqrt), zeros_like(s));
-                  return scaling * g;
-                },
-                updates, sum_of_squares);
-            return std::make_pair(out, Tree::tuple({sum_of_squares}));
-          }};
+  return scale_by_accumulated_squares(
+      "scale_by_rss", initial_accumulator_value,
+      [](const Array& g, const Array& s) { return square(g) + s; },
+      [=](const Array& s) {
+        return where(greater(s, scalar_like(s, 0.0)), inverse_root(s, eps, eps_in_sqrt),
+                     zeros_like(s));
+      });
 }
 
 // optax/transforms/_adding.py add_decayed_weights (constant weight_decay, no mask).
