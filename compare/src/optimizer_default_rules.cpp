@@ -241,6 +241,12 @@ double first_update_in_lr(const StepValues& values, const RunFit& fit) {
 
 bool floor_resolved(const RunFit& run) { return run.fit.floor > run.floor_resolution; }
 
+// Both floors unresolved, or both resolved and within 5% of each other.
+bool same_floor(const RunFit& a, const RunFit& b) {
+  if (floor_resolved(a) != floor_resolved(b)) return false;
+  return !floor_resolved(a) || std::abs(std::log(a.fit.floor / b.fit.floor)) < 0.05;
+}
+
 std::string floor_text(const RunFit& run) {
   if (!floor_resolved(run)) {
     return fmt::format("no floor inside the root (|c| below {}: eps after the root, torch's "
@@ -301,8 +307,7 @@ std::optional<Diagnosis> rmsprop_defaults_rule(const RunPair& runs, const Findin
   const RunFit& a = pair->a;
   const RunFit& b = pair->b;
   const bool same_decay = std::abs(std::log((1 - a.fit.decay) / (1 - b.fit.decay))) < 0.05;
-  const bool same_floor = floor_resolved(a) == floor_resolved(b);
-  if (same_decay && same_floor) return std::nullopt;
+  if (same_decay && same_floor(a, b)) return std::nullopt;
   return Diagnosis{
       "M9", "RMSprop's defaults: decay and eps placement differ (torch 0.99, eps after the "
             "root; optax 0.9, eps inside)",
@@ -325,10 +330,7 @@ std::optional<Diagnosis> adagrad_defaults_rule(const RunPair& runs, const Findin
   if (!pair || pair->a.family != Family::kAdagrad) return std::nullopt;
   const RunFit& a = pair->a;
   const RunFit& b = pair->b;
-  if (floor_resolved(a) == floor_resolved(b) &&
-      (!floor_resolved(a) || std::abs(std::log(a.fit.floor / b.fit.floor)) < 0.05)) {
-    return std::nullopt;
-  }
+  if (same_floor(a, b)) return std::nullopt;
   return Diagnosis{
       "M10", "Adagrad's defaults: the accumulator's start and eps differ (torch 0 and 1e-10 "
              "after the root; optax 0.1 and 1e-7 inside)",
