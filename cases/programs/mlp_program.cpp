@@ -132,8 +132,8 @@ pe::optim::GradientTransformation make_optimizer(const TrainSpec& train, bool cl
   if (clips && train.clip_grad_norm > 0) {
     parts.push_back(optim::clip_by_global_norm(train.clip_grad_norm));
   }
-  // torch.optim's SGD and Adam add weight_decay * param to the gradient (L2) before anything
-  // else: optax's add_decayed_weights at the front of the chain.
+  // torch.optim's SGD, Adam, RMSprop and Adagrad add weight_decay * param to the gradient (L2)
+  // before anything else: optax's add_decayed_weights at the front of the chain.
   if (train.weight_decay > 0 && train.optimizer != "adamw") {
     parts.push_back(optim::add_decayed_weights(train.weight_decay));
   }
@@ -144,6 +144,13 @@ pe::optim::GradientTransformation make_optimizer(const TrainSpec& train, bool cl
   } else if (train.optimizer == "adamw") {
     parts.push_back(optim::adamw(train.lr, train.beta1, train.beta2, train.eps, train.eps_root,
                                  train.weight_decay));
+  } else if (train.optimizer == "rmsprop") {
+    // optax.rmsprop's initial_scale stays 0: torch's square_avg starts at zeros too.
+    parts.push_back(
+        optim::rmsprop(train.lr, train.rms_decay, train.eps, 0.0, train.eps_in_sqrt));
+  } else if (train.optimizer == "adagrad") {
+    parts.push_back(optim::adagrad(train.lr, train.initial_accumulator_value, train.eps,
+                                   train.eps_in_sqrt));
   } else {
     throw InternalError("optimizer '" + train.optimizer + "' passed case validation");
   }

@@ -223,6 +223,25 @@ class CaseChecker {
                "\" places a clipping the case does not do: set train.clip_grad_norm > 0, or "
                "leave clip_placement out");
     }
+    check_adaptive_optimizer();
+  }
+
+  // rmsprop and adagrad train without momentum (torch's RMSprop(momentum) and optax's
+  // rmsprop(momentum) are not modelled), and only they read eps_in_sqrt.
+  void check_adaptive_optimizer() {
+    const TrainSpec& train = spec_.train;
+    const bool adaptive = train.optimizer == "rmsprop" || train.optimizer == "adagrad";
+    if (adaptive && train.momentum != 0) {
+      fail(keys::kTrainMomentum,
+           "optimizer = \"" + train.optimizer + "\" is trained without momentum here, found " +
+               format_float(train.momentum),
+           "set train.momentum = 0 (RMSprop with momentum is not modelled yet)");
+    }
+    if (!adaptive && train.eps_in_sqrt) {
+      fail(keys::kTrainEpsInSqrt,
+           "only rmsprop and adagrad read it, found optimizer = \"" + train.optimizer + "\"",
+           "remove it; Adam's eps inside the square root is train.eps_root");
+    }
   }
 
   void check_compare() {

@@ -26,7 +26,8 @@ double element_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : 2; 
 //               for every train.dtype): 4P bytes, exactly the tensors of the case's init file.
 //   gradients   one f32 gradient per parameter: 4P.
 //   optimizer   torch.optim / optax state: Adam and AdamW keep two f32 moments (8P), SGD with
-//               momentum one buffer (4P), plain SGD none.
+//               momentum one buffer (4P), plain SGD none, RMSprop and Adagrad one
+//               accumulator of squares (4P).
 //   activations the forward keeps, for the backward, each layer's input and its
 //               pre-activation output for one micro-batch of per_replica_batch samples (batch
 //               s*k+m is micro-batch m of step s, each a full batch): B * (w_0 + 2 * sum_{i>=1}
@@ -48,7 +49,10 @@ CaseMemoryEstimate estimate_case_memory(const CaseSpec& spec) {
     estimate.parameter_count += in * out + out;
     activation_elements += 2 * out;
   }
-  const double moments = spec.train.optimizer == "sgd" ? (spec.train.momentum > 0 ? 1 : 0) : 2;
+  const std::string& optimizer = spec.train.optimizer;
+  const double moments = optimizer == "sgd" ? (spec.train.momentum > 0 ? 1 : 0)
+                         : optimizer == "rmsprop" || optimizer == "adagrad" ? 1
+                                                                             : 2;
   estimate.parameter_bytes = 4 * estimate.parameter_count;
   estimate.gradient_bytes = 4 * estimate.parameter_count;
   estimate.optimizer_bytes = moments * 4 * estimate.parameter_count;

@@ -63,7 +63,8 @@ inline const Section kScenario{"scenario", false};
 inline const std::vector<std::string> kActivations = {"tanh", "relu", "gelu"};
 inline const std::vector<std::string> kLosses = {"softmax_cross_entropy", "mse"};
 inline const std::vector<std::string> kDatasets = {"fashion-mnist", "synthetic-linear"};
-inline const std::vector<std::string> kOptimizers = {"sgd", "adam", "adamw"};
+inline const std::vector<std::string> kOptimizers = {"sgd", "adam", "adamw", "rmsprop",
+                                                     "adagrad"};
 inline const std::vector<std::string> kDtypes = {"f32", "bf16", "f16"};
 inline const std::vector<std::string> kClipPlacements = {"after_mean", "before_mean"};
 // "torch" is made by ddp_ref (LibTorch's constructors), the others by common/ (init_params.h).
@@ -113,6 +114,18 @@ inline const Key kTrainBeta2{kTrain, "beta2", in_range(FloatRange::kUnitInterval
 // torch and optax both accept eps = 0.
 inline const Key kTrainEps{kTrain, "eps", in_range(FloatRange::kNonNegative)};
 inline const Key kTrainEpsRoot{kTrain, "eps_root", in_range(FloatRange::kNonNegative)};
+// Keys added after cases were hashed: written only where a case sets them.
+inline const Key kTrainRmsDecay{kTrain, "rms_decay", in_range(FloatRange::kUnitInterval),
+                                "rmsprop's second-moment decay: torch's alpha, optax's decay",
+                                false};
+inline const Key kTrainInitialAccumulatorValue{
+    kTrain, "initial_accumulator_value", in_range(FloatRange::kNonNegative),
+    "adagrad's starting sum of squared gradients", false};
+inline const Key kTrainEpsInSqrt{
+    kTrain, "eps_in_sqrt", {},
+    "rmsprop and adagrad only: eps inside the square root (optax's default) or after it "
+    "(torch.optim's form); Adam's counterpart is eps_root",
+    false};
 inline const Key kTrainClipGradNorm{kTrain, "clip_grad_norm", in_range(FloatRange::kNonNegative)};
 inline const Key kTrainClipPlacement{kTrain, "clip_placement", one_of(kClipPlacements), "", false};
 inline const Key kTrainGradAccumSteps{kTrain, "grad_accum_steps", at_least(1)};
@@ -197,6 +210,9 @@ void for_each_case_key(Spec& spec, Visit&& visit) {
   visit(kTrainBeta2, spec.train.beta2);
   visit(kTrainEps, spec.train.eps);
   visit(kTrainEpsRoot, spec.train.eps_root);
+  visit(kTrainRmsDecay, spec.train.rms_decay);
+  visit(kTrainInitialAccumulatorValue, spec.train.initial_accumulator_value);
+  visit(kTrainEpsInSqrt, spec.train.eps_in_sqrt);
   visit(kTrainClipGradNorm, spec.train.clip_grad_norm);
   visit(kTrainClipPlacement, spec.train.clip_placement);
   visit(kTrainGradAccumSteps, spec.train.grad_accum_steps);

@@ -21,6 +21,11 @@
 //                               and point opposite ways exactly where |g| < lambda |theta|
 //   M7  decoupled decay lambda  equal gradients; the first updates differ by exactly
 //                               -lr (lambda_A - lambda_B) theta
+//   M9  RMSprop defaults        equal gradients; each run's second update is g1 over its own
+//                               RMSprop denominator, decay or eps placement solved apart
+//                               (optimizer_default_rules.cpp)
+//   M10 Adagrad defaults        ... over sqrt(g0^2 + g1^2 + c), the floors c (start + eps
+//                               inside the root) apart
 #pragma once
 
 #include <optional>
@@ -35,6 +40,9 @@ std::optional<Diagnosis> diverging_layer_rule(const RunPair& runs, const Finding
 std::optional<Diagnosis> batch_norm_momentum_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> batch_norm_sync_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& findings);
+// optimizer_default_rules.cpp
+std::optional<Diagnosis> rmsprop_defaults_rule(const RunPair& runs, const Findings& findings);
+std::optional<Diagnosis> adagrad_defaults_rule(const RunPair& runs, const Findings& findings);
 
 // Every rule above, each on its own (diagnose() orders them among the other rules and stops at
 // the first that matches): matching_default_rules (compare.h) runs them all.

@@ -20,8 +20,8 @@
 //                                                        the learning rate does not
 //   S1   rounding differences grew                      step-0 gradients and update agree,
 //                                                        later steps part
-// The rules of the framework defaults (M1-M7, M12: default_rules.h) run before the S1 rule
-// each is an instance of.
+// The rules of the framework defaults (M1-M7, M9, M10, M12: default_rules.h) run before the
+// S1 rule each is an instance of.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -417,6 +417,8 @@ std::vector<Diagnosis> diagnose(const RunPair& runs, const Findings& findings) {
   // difference below them.
   if (!first_parting(findings)) return diagnoses;
   if (add(weight_decay_rule(runs, findings))) return diagnoses;
+  if (add(rmsprop_defaults_rule(runs, findings))) return diagnoses;
+  if (add(adagrad_defaults_rule(runs, findings))) return diagnoses;
   if (add(optimizer_rule(runs, findings))) return diagnoses;
   if (add(batch_norm_momentum_rule(runs, findings))) return diagnoses;
   add(drift_rule(runs, findings));

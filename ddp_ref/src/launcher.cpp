@@ -357,6 +357,14 @@ void check_options(const CaseSpec& spec, const DdpOptions& options) {
         "train.clip_placement=after_mean (the engine trains either)",
         spec.name, spec.train.clip_placement));
   }
+  if (spec.train.eps_in_sqrt) {
+    throw InputError(fmt::format(
+        "case {}: train.eps_in_sqrt = true has no torch.optim equivalent (torch's {} adds eps "
+        "after the square root only); ddp_ref trains eps_in_sqrt = false: use --set "
+        "train.eps_in_sqrt=false, or give the engine optax's placement alone through "
+        "scenario.engine_overrides",
+        spec.name, spec.train.optimizer == "adagrad" ? "Adagrad" : "RMSprop"));
+  }
   // Not every LibTorch has every dtype's CPU kernels (1.13 has no f16 matmul): ask one small
   // matmul before any rank starts, rather than fail every rank at its first forward pass.
   const torch::ScalarType dtype = compute_dtype(spec.train.dtype);

@@ -77,6 +77,21 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainSpec& train,
                                                              .eps(train.eps)
                                                              .weight_decay(train.weight_decay));
   }
+  // torch/optim/rmsprop.py and adagrad.py: eps added after the square root, the only form
+  // torch has (check_options refuses train.eps_in_sqrt = true before any rank starts).
+  if (train.optimizer == "rmsprop") {
+    return std::make_unique<torch::optim::RMSprop>(params, torch::optim::RMSpropOptions(train.lr)
+                                                               .alpha(train.rms_decay)
+                                                               .eps(train.eps)
+                                                               .weight_decay(train.weight_decay));
+  }
+  if (train.optimizer == "adagrad") {
+    return std::make_unique<torch::optim::Adagrad>(
+        params, torch::optim::AdagradOptions(train.lr)
+                    .initial_accumulator_value(train.initial_accumulator_value)
+                    .eps(train.eps)
+                    .weight_decay(train.weight_decay));
+  }
   throw InternalError("optimizer '" + train.optimizer + "' passed case validation");
 }
 

@@ -36,7 +36,7 @@ const std::vector<std::string> kItems = {
     "P3b", "P3c", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "R1",
     "R2",
     "C1",  "C2", "C3", "C4", "C5",
-    "M1",  "M2", "M3", "M4", "M5", "M6", "M7", "M8"};
+    "M1",  "M2", "M3", "M4", "M5", "M6", "M7", "M8", "M9", "M10"};
 
 TEST(CasesCatalogue, EveryItemOfThePitfallsListHasExactlyOneCase) {
   std::map<std::string, int> cases_per_item;

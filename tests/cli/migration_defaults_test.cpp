@@ -65,6 +65,12 @@ const MigrationDefault kDefaults[] = {
     {"M7", "m7-adamw-default-decay", "train.weight_decay=0.01", true, {"M7"}},
     // The negative control: optax.sgd without momentum is not torch's SGD(momentum=0.9).
     {"M8", "m8-sgd-momentum", "train.momentum=0", false, {}},
+    // torch/optim/rmsprop.py RMSprop(alpha=0.99): the case's own value; the override's
+    // eps_in_sqrt=true goes with it, so the engine adds eps after the root as torch does.
+    {"M9", "m9-rmsprop-defaults", "train.rms_decay=0.99", true, {"M9"}},
+    // torch/optim/adagrad.py Adagrad(initial_accumulator_value=0): the overrides' eps 1e-7 and
+    // eps_in_sqrt=true go with it, back to the case's 1e-10 after the root.
+    {"M10", "m10-adagrad-defaults", "train.initial_accumulator_value=0", true, {"M10"}},
     // DDP's BatchNorm: each replica's own batch (torch/nn/modules/batchnorm.py _BatchNorm).
     {"M12", "m12-batchnorm-sync", "model.layers[1].sync=false", true, {"M12"}},
 };

@@ -492,7 +492,8 @@ TEST(CaseSpec, OverrideErrorsNameTheOverride) {
   EXPECT_EQ(load_error("mlp2-fmnist", {"train.zzz=1"}),
             "--set train.zzz=1: unknown key 'zzz' in [train]; the keys of [train] are steps, "
             "optimizer, lr, momentum, nesterov, weight_decay, beta1, beta2, eps, eps_root, "
-            "clip_grad_norm, grad_accum_steps, dtype, record_steps");
+            "rms_decay, initial_accumulator_value, eps_in_sqrt, clip_grad_norm, "
+            "grad_accum_steps, dtype, record_steps");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -594,7 +595,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "relu, gelu, found 'sigmoid'"},
         RangeCase{{"train.optimizer=adma"},
                   "--set train.optimizer=adma: train.optimizer: expected one of sgd, adam, "
-                  "adamw, found 'adma'; did you mean 'adam'?"},
+                  "adamw, rmsprop, adagrad, found 'adma'; did you mean 'adam'?"},
         RangeCase{{"train.dtype=fp16"},
                   "--set train.dtype=fp16: train.dtype: expected one of f32, bf16, f16, found "
                   "'fp16'; did you mean 'f16'?"},
@@ -633,6 +634,17 @@ INSTANTIATE_TEST_SUITE_P(
                   "--set train.nesterov=true: train.nesterov: Nesterov momentum needs optimizer "
                   "= \"sgd\" and momentum > 0 (as torch.optim.SGD requires), found optimizer = "
                   "\"adam\", momentum = 0.0"},
+        RangeCase{{"train.optimizer=rmsprop", "train.momentum=0.9"},
+                  "--set train.momentum=0.9: train.momentum: optimizer = \"rmsprop\" is trained "
+                  "without momentum here, found 0.9; set train.momentum = 0 (RMSprop with "
+                  "momentum is not modelled yet)"},
+        RangeCase{{"train.eps_in_sqrt=true"},
+                  "--set train.eps_in_sqrt=true: train.eps_in_sqrt: only rmsprop and adagrad "
+                  "read it, found optimizer = \"adam\"; remove it; Adam's eps inside the square "
+                  "root is train.eps_root"},
+        RangeCase{{"train.rms_decay=1"},
+                  "--set train.rms_decay=1: train.rms_decay: expected a value in [0, 1), found "
+                  "1.0"},
         RangeCase{{"data.drop_last=true", "data.per_replica_batch=8000"},
                   "--set data.per_replica_batch=8000: data.per_replica_batch: with drop_last "
                   "each replica gets 7500 samples per epoch, fewer than one batch of 8000; use "

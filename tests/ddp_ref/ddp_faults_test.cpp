@@ -142,5 +142,19 @@ TEST(DdpFaults, F16IsRefusedBeforeTrainingWhereLibTorchCannotMultiplyIt) {
   EXPECT_FALSE(std::filesystem::exists(dir / "run" / "run.json"));
 }
 
+// torch.optim.RMSprop and Adagrad add eps after the square root only (torch/optim/rmsprop.py,
+// adagrad.py): ddp_ref refuses optax's placement by name before any rank starts.
+TEST(DdpFaults, EpsInsideTheRootIsRefusedBeforeTraining) {
+  auto dir = testing::fresh_directory("fault-eps-in-sqrt");
+  auto result =
+      run_ddp(dir / "run", "--set train.optimizer=rmsprop --set train.eps_in_sqrt=true");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_THAT(result.output,
+              HasSubstr("train.eps_in_sqrt = true has no torch.optim equivalent (torch's "
+                        "RMSprop adds eps after the square root only)"));
+  EXPECT_THAT(result.output, HasSubstr("use --set train.eps_in_sqrt=false"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "run" / "run.json"));
+}
+
 }  // namespace
 }  // namespace parity

@@ -1,5 +1,6 @@
-// optax-style optimizers: trajectories against NumPy (and torch for Adam), state layout and
-// counts, clipping, schedules, dtype handling of apply_updates, and jit vs op by op.
+// optax-style optimizers: trajectories against NumPy (and torch for Adam, RMSprop, Adagrad),
+// state layout and counts, clipping, schedules, dtype handling of apply_updates, and jit vs op
+// by op.
 //
 // The problem every trajectory runs on: params {"b": [0.5, -1], "w": [[1, -2], [0.25, 3]]}
 // (f64), loss 0.5 * sum(k * p^2) with k = {"b": [1, 2], "w": [[0.5, 1.5], [4, 0.25]]}, so the
@@ -333,6 +334,118 @@ TEST(OptimAddDecayedWeights, NeedsParams) {
   Tree grads = quadratic_grads(initial_params());
   expect_error_mentions([&] { decay.update(grads, decay.init(initial_params()), Tree()); },
                         {"add_decayed_weights", "params"});
+}
+
+// ---- rmsprop, adagrad ---------------------------------------------------------------------------
+
+// An accumulator of squared gradients on the host in double over the test's quadratic loss
+// (gradient k[i] * p[i]): `accumulate` maps (v, g) to the new v, `step` (g, v) to the
+// parameter's decrement, so each test writes out the formula it checks.
+Trajectory host_accumulator(
+    double v_init, size_t num_steps, const std::function<double(double v, double g)>& accumulate,
+    const std::function<double(double g, double v)>& step) {
+  std::vector<double> p = flatten(initial_params());
+  const std::vector<double> k = {1.0, 2.0, 0.5, 1.5, 4.0, 0.25};
+  std::vector<double> v(p.size(), v_init);
+  Trajectory trajectory;
+  for (size_t t = 0; t < num_steps; ++t) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      const double g = k[i] * p[i];
+      v[i] = accumulate(v[i], g);
+      p[i] -= step(g, v[i]);
+    }
+    trajectory.push_back(p);
+  }
+  return trajectory;
+}
+
+// torch 1.13 (f64), the same problem and printing as kAdam's snippet above:
+//   torch.optim.RMSprop([b, w], lr=0.01, alpha=0.99, eps=1e-8), 3 steps
+//   torch.optim.Adagrad([b, w], lr=0.1) (initial_accumulator_value=0, eps=1e-10), 3 steps
+const Trajectory kTorchRmsprop = {
+    {0.400000019999996, -0.9000000049999998, 0.900000019999996, -1.9000000033333333,
+     0.15000000999999905, 2.9000000133333317},
+    {0.33733919191401895, -0.8329179679700331, 0.8329179898551095, -1.8309433303456708,
+     0.09836023397039997, 2.8303174668228057},
+    {0.290433242384113, -0.7799822732436351, 0.7799822994597898, -1.7753494471007127,
+     0.06614230579663441, 2.7738885905509547},
+};
+const Trajectory kTorchAdagrad = {
+    {0.40000000002, -0.900000000005, 0.90000000002, -1.9000000000033332, 0.15000000001,
+     2.9000000000133332},
+    {0.33753049527240914, -0.8331035268450359, 0.8331035268668785, -1.831125053813465,
+     0.09855042446913707, 2.8304977903350834},
+    {0.2908991768122474, -0.7804561813568098, 0.780456181382929, -1.775821515014557,
+     0.06652789982548832, 2.7743593459602667},
+};
+
+TEST(OptimRmsprop, OptaxDefaultsPutEpsInsideTheRoot) {
+  // optax/_src/transform.py scale_by_rms (decay 0.9, eps 1e-8, initial_scale 0, eps_in_sqrt):
+  //   nu = (1 - decay) g^2 + decay nu,  update = -lr g rsqrt(nu + eps).
+  // First step by hand: nu = 0.1 g^2, so p1 = p0 - lr g / sqrt(0.1 g^2 + 1e-8), about
+  // p0 - 3.16 lr sign(g) here (|g| >= 0.5 >> sqrt(1e-7)); for b[0] (g = 0.5):
+  // 0.5 - 0.01 * 0.5 / sqrt(0.025 + 1e-8), within 1e-8 of 0.5 - 0.01 sqrt(10).
+  const double lr = 0.01, decay = 0.9, eps = 1e-8;
+  OptimizerRun run = run_optimizer(optim::rmsprop(lr), 4);
+  EXPECT_NEAR(run.params_after_step[0][0], 0.5 - lr * 0.5 / std::sqrt(0.025 + 1e-8), 1e-15);
+  EXPECT_NEAR(run.params_after_step[0][0], 0.5 - lr * std::sqrt(10.0), 1e-8);
+  expect_trajectory_near(
+      run.params_after_step,
+      host_accumulator(
+          0.0, 4, [&](double v, double g) { return (1 - decay) * g * g + decay * v; },
+          [&](double g, double v) { return lr * g / std::sqrt(v + eps); }));
+  // State: (ScaleByRmsState (nu,), EmptyState (lr)).
+  EXPECT_EQ(optim::rmsprop(lr).init(initial_params()).structure(), "(({'b': *, 'w': *},), ())");
+}
+
+TEST(OptimRmsprop, EpsOutsideTheRootIsTorchsRmsprop) {
+  // torch/optim/rmsprop.py: square_avg = alpha square_avg + (1 - alpha) g^2,
+  // p -= lr g / (sqrt(square_avg) + eps). First step: lr g / (0.1 |g| + 1e-8) = 10 lr sign(g),
+  // 0.5 -> 0.4 (kTorchRmsprop's first row). optax computes 1 / (sqrt(nu) + eps) and multiplies,
+  // torch divides: the same within rounding.
+  OptimizerRun run = run_optimizer(optim::rmsprop(0.01, 0.99, 1e-8, 0.0, false), 3);
+  expect_trajectory_near(run.params_after_step, kTorchRmsprop, 1e-13);
+  // An initial scale of 1 (TF1's) changes the first step: 1 / sqrt(0.9 + 0.1 g^2).
+  OptimizerRun tf1 = run_optimizer(optim::rmsprop(0.01, 0.9, 0.0, 1.0), 1);
+  EXPECT_NEAR(tf1.params_after_step[0][0], 0.5 - 0.01 * 0.5 / std::sqrt(0.9 + 0.1 * 0.25),
+              1e-15);
+}
+
+TEST(OptimAdagrad, OptaxDefaultsStartTheSumAtOneTenth) {
+  // optax/_src/transform.py scale_by_rss (initial_accumulator_value 0.1, eps 1e-7):
+  //   s = s + g^2,  update = -lr g where(s > 0, rsqrt(s + eps), 0).
+  // First step by hand: p1 = p0 - lr g / sqrt(0.1 + g^2 + 1e-7); for b[0] (g = 0.5):
+  // 0.5 - 0.1 * 0.5 / sqrt(0.35 + 1e-7).
+  const double lr = 0.1, eps = 1e-7;
+  OptimizerRun run = run_optimizer(optim::adagrad(lr), 3);
+  EXPECT_NEAR(run.params_after_step[0][0], 0.5 - lr * 0.5 / std::sqrt(0.35 + 1e-7), 1e-15);
+  expect_trajectory_near(
+      run.params_after_step,
+      host_accumulator(
+          0.1, 3, [](double s, double g) { return s + g * g; },
+          [&](double g, double s) { return lr * g / std::sqrt(s + eps); }));
+  EXPECT_EQ(optim::adagrad(lr).init(initial_params()).structure(), "(({'b': *, 'w': *},), ())");
+}
+
+TEST(OptimAdagrad, EpsOutsideTheRootIsTorchsAdagrad) {
+  // torch/optim/adagrad.py _single_tensor_adagrad (lr_decay 0): state_sum += g^2,
+  // p -= lr g / (sqrt(state_sum) + eps). First step: lr g / (|g| + 1e-10) = lr sign(g), every
+  // element moved by lr whatever its gradient (kTorchAdagrad's first row).
+  OptimizerRun run = run_optimizer(optim::adagrad(0.1, 0.0, 1e-10, false), 3);
+  expect_trajectory_near(run.params_after_step, kTorchAdagrad, 1e-13);
+}
+
+TEST(OptimAdagrad, AZeroSumGivesAZeroUpdateNotNaN) {
+  // optax's where(s > 0, ..., 0): a zero gradient on a zero accumulator with eps = 0 moves
+  // nothing (rsqrt(0) * 0 would be NaN), in both placements.
+  const Tree params = Tree::dict({{"w", Array::from_doubles({2}, {1.0, 2.0})}});
+  const Tree grads = Tree::dict({{"w", Array::from_doubles({2}, {0.0, 3.0})}});
+  for (const bool eps_in_sqrt : {true, false}) {
+    const optim::GradientTransformation adagrad = optim::adagrad(0.1, 0.0, 0.0, eps_in_sqrt);
+    const auto [updates, state] = adagrad.update(grads, adagrad.init(params), params);
+    EXPECT_EQ(updates["w"].leaf().to_doubles(), (std::vector<double>{0.0, -0.1}))
+        << "eps_in_sqrt " << eps_in_sqrt;
+  }
 }
 
 // ---- clip_by_global_norm -----------------------------------------------------------------------

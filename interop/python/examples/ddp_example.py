@@ -59,6 +59,7 @@ DEFAULTS = {
     "parallel": {"replicas": 8, "processes": 1},
     "train": {"steps": 200, "optimizer": "adam", "lr": 1e-3, "momentum": 0.0, "nesterov": False,
               "weight_decay": 0.0, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "eps_root": 0.0,
+              "rms_decay": 0.99, "initial_accumulator_value": 0.0, "eps_in_sqrt": False,
               "clip_grad_norm": 0.0, "grad_accum_steps": 1, "dtype": "f32", "record_steps": []},
 }
 
@@ -94,6 +95,11 @@ def load_case(path, overrides):
         problems.append(f"train.dtype = {case['train']['dtype']!r}")
     if case["train"]["eps_root"] != 0:
         problems.append("train.eps_root != 0 (torch.optim has no eps_root)")
+    if case["train"]["eps_in_sqrt"]:
+        problems.append("train.eps_in_sqrt = true (torch's RMSprop and Adagrad add eps after "
+                        "the square root only)")
+    if case["train"]["optimizer"] in ("rmsprop", "adagrad") and case["train"]["momentum"] != 0:
+        problems.append(f"train.momentum != 0 with {case['train']['optimizer']}")
     if problems:
         sys.exit(f"{script_name()}.py does not train: " + "; ".join(problems))
     return case
@@ -132,6 +138,14 @@ def make_optimizer(torch, case, params):
     if train["optimizer"] == "sgd":
         return torch.optim.SGD(params, lr=train["lr"], momentum=train["momentum"],
                                nesterov=train["nesterov"], weight_decay=train["weight_decay"])
+    if train["optimizer"] == "rmsprop":
+        # torch/optim/rmsprop.py: alpha is the case's rms_decay; eps after the square root.
+        return torch.optim.RMSprop(params, lr=train["lr"], alpha=train["rms_decay"],
+                                   eps=train["eps"], weight_decay=train["weight_decay"])
+    if train["optimizer"] == "adagrad":
+        return torch.optim.Adagrad(params, lr=train["lr"],
+                                   initial_accumulator_value=train["initial_accumulator_value"],
+                                   eps=train["eps"], weight_decay=train["weight_decay"])
     kind = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[train["optimizer"]]
     return kind(params, lr=train["lr"], betas=(train["beta1"], train["beta2"]), eps=train["eps"],
                 weight_decay=train["weight_decay"])

@@ -4,9 +4,9 @@
 // update() traces into a step program (jit / pmap) like the rest of the step.
 //
 // Sources modelled (google-deepmind/optax commit 2edbcbe):
-//   optax/_src/alias.py                 sgd, adam, adamw
-//   optax/_src/transform.py             scale_by_adam, scale, scale_by_learning_rate,
-//                                       scale_by_schedule
+//   optax/_src/alias.py                 sgd, adam, adamw, rmsprop, adagrad
+//   optax/_src/transform.py             scale_by_adam, scale_by_rms, scale_by_rss, scale,
+//                                       scale_by_learning_rate, scale_by_schedule
 //   optax/transforms/_accumulation.py   trace (momentum)
 //   optax/transforms/_adding.py         add_decayed_weights
 //   optax/transforms/_clipping.py       clip_by_global_norm
@@ -21,6 +21,8 @@
 //   EmptyState            ()
 //   TraceState            (trace,)              trace: a tree shaped like params
 //   ScaleByAdamState      (count, mu, nu)       count: i32[]
+//   ScaleByRmsState       (nu,)
+//   ScaleByRssState       (sum_of_squares,)
 //   ScaleByScheduleState  (count,)              count: i32[]
 //   chain(a, b, ...)      (state_a, state_b, ...)
 // e.g. adam(1e-3).init(params) = ((count, mu, nu), ()).
@@ -98,6 +100,17 @@ GradientTransformation trace(double decay, bool nesterov = false);
 // likewise. State (count, mu, nu).
 GradientTransformation scale_by_adam(double b1 = 0.9, double b2 = 0.999, double eps = 1e-8,
                                      double eps_root = 0.0);
+// optax.scale_by_rms (bias_correction=False): nu = (1-decay) g^2 + decay nu, starting at
+// initial_scale; updates g * rsqrt(nu + eps) when eps_in_sqrt (optax's default), else
+// g * 1 / (sqrt(nu) + eps), torch.optim.RMSprop's placement. State (nu,).
+GradientTransformation scale_by_rms(double decay = 0.9, double eps = 1e-8,
+                                    double initial_scale = 0.0, bool eps_in_sqrt = true);
+// optax.scale_by_rss: s = s + g^2, starting at initial_accumulator_value; updates
+// g * where(s > 0, rsqrt(s + eps), 0). eps_in_sqrt = false is this engine's extension, not
+// optax's: g * where(s > 0, 1 / (sqrt(s) + eps), 0), torch.optim.Adagrad's placement.
+// State (sum_of_squares,).
+GradientTransformation scale_by_rss(double initial_accumulator_value = 0.1, double eps = 1e-7,
+                                    bool eps_in_sqrt = true);
 // optax.add_decayed_weights(weight_decay): updates + weight_decay * params (needs params).
 // State (). A zero weight_decay leaves updates untouched (no ops), as optax does.
 GradientTransformation add_decayed_weights(double weight_decay = 0.0);
@@ -122,6 +135,18 @@ GradientTransformation adam(ScalarOrSchedule learning_rate, double b1 = 0.9, dou
 // optax's order (optax/_src/alias.py adamw: ..., eps, eps_root, mu_dtype, weight_decay).
 GradientTransformation adamw(ScalarOrSchedule learning_rate, double b1 = 0.9, double b2 = 0.999,
                              double eps = 1e-8, double eps_root = 0.0, double weight_decay = 1e-4);
+
+// optax.rmsprop (centered=False, momentum=None, bias_correction=False):
+// chain(scale_by_rms(decay, eps, initial_scale, eps_in_sqrt), scale_by_learning_rate(lr)).
+// torch.optim.RMSprop(lr, alpha, eps) is decay = alpha, eps_in_sqrt = false.
+GradientTransformation rmsprop(ScalarOrSchedule learning_rate, double decay = 0.9,
+                               double eps = 1e-8, double initial_scale = 0.0,
+                               bool eps_in_sqrt = true);
+// optax.adagrad: chain(scale_by_rss(initial_accumulator_value, eps), scale_by_learning_rate(lr)).
+// torch.optim.Adagrad(lr, initial_accumulator_value, eps) (lr_decay 0) is eps_in_sqrt = false.
+GradientTransformation adagrad(ScalarOrSchedule learning_rate,
+                               double initial_accumulator_value = 0.1, double eps = 1e-7,
+                               bool eps_in_sqrt = true);
 
 // --- applying and measuring -------------------------------------------------------------------
 

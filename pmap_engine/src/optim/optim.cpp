@@ -7,11 +7,15 @@
 //   updates  the tree flowing through a chain: the gradients at its start, the parameter
 //            deltas at its end (apply_updates adds them).
 //   count    an i32[] step counter in a state; incremented with saturation (safe_increment).
-//   moment   Adam's exponential moving averages: mu (of g) and nu (of g^2).
+//   moment   Adam's exponential moving averages: mu (of g) and nu (of g^2); RMSprop keeps nu
+//            alone, Adagrad a plain sum of g^2 (sum_of_squares).
+//   eps placement  where the denominator's epsilon goes: inside the root, rsqrt(v + eps)
+//            (optax's RMSprop and Adagrad), or after it, 1 / (sqrt(v) + eps) (torch.optim's).
 #include "pmap_engine/optim.h"
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -85,6 +89,25 @@ Tree bias_correction(const Tree& moment, double decay, const Array& count) {
         return t / cast_if_needed(found->second, t.dtype());
       },
       moment);
+}
+
+// optax.tree.full_like(params, value): each leaf's shape and dtype, filled with value.
+Tree full_like_tree(const Tree& tree, double value) {
+  return tree_map([value](const Array& x) { return full(x.shape(), value, x.dtype()); }, tree);
+}
+
+// The one-entry state (accumulator,) of scale_by_rms and scale_by_rss, checked.
+const Tree& accumulator_of(const char* transformation, const Tree& state) {
+  if (state.kind() != Tree::Kind::kTuple || state.children().size() != 1) {
+    throw EngineError(std::string(transformation) + ": expected a state (accumulator,), got " +
+                      state.structure() + "; pass the state that init() returned");
+  }
+  return state[0];
+}
+
+// 1 / sqrt(v + eps), or 1 / (sqrt(v) + eps): the two placements of eps (vocabulary above).
+Array inverse_root(const Array& v, double eps, bool eps_in_sqrt) {
+  return eps_in_sqrt ? rsqrt(v + eps) : 1.0 / (sqrt(v) + eps);
 }
 
 void check_params_given(const char* transformation, const Tree& params) {
@@ -212,6 +235,55 @@ GradientTransformation scale_by_adam(double b1, double b2, double eps, double ep
           }};
 }
 
+namespace {
+
+// The skeleton scale_by_rms and scale_by_rss share: a state (accumulator,) started at
+// `initial` in every element (optax.tree.full_like), updated by accumulate(g, old), and each
+// update g scaled by scaling(new accumulator) * g, the scaling computed on its own as optax does.
+GradientTransformation scale_by_accumulated_squares(
+    const char* name, double initial,
+    std::function<Array(const Array& g, const Array& old)> accumulate,
+    std::function<Array(const Array& accumulator)> scaling) {
+  return {[initial](const Tree& params) {
+            return Tree::tuple({full_like_tree(params, initial)});
+          },
+          [=](const Tree& updates, const Tree& state, const Tree&) {
+            Tree accumulator = tree_map(accumulate, updates, accumulator_of(name, state));
+            Tree out = tree_map(
+                [&](const Array& g, const Array& v) { return scaling(v) * g; }, updates,
+                accumulator);
+            return std::make_pair(out, Tree::tuple({accumulator}));
+          }};
+}
+
+}  // namespace
+
+// optax/_src/transform.py scale_by_rms (bias_correction=False): nu through
+// update_moment_per_elem_norm (order 2), then rsqrt(nu + eps) * g, or
+// 1 / (sqrt(nu) + eps) * g when eps_in_sqrt=False.
+GradientTransformation scale_by_rms(double decay, double eps, double initial_scale,
+                                    bool eps_in_sqrt) {
+  return scale_by_accumulated_squares(
+      "scale_by_rms", initial_scale,
+      [decay](const Array& g, const Array& nu) { return (1.0 - decay) * square(g) + decay * nu; },
+      [=](const Array& nu) { return inverse_root(nu, eps, eps_in_sqrt); });
+}
+
+// optax/_src/transform.py scale_by_rss: sum_of_squares = abs_sq(g) + s, then
+// where(s > 0, rsqrt(s + eps), 0) * g. optax has no eps_in_sqrt here; false is this engine's
+// way to train torch/optim/adagrad.py _single_tensor_adagrad's g / (sqrt(s) + eps) with
+// optax's guard for s = 0 kept.
+GradientTransformation scale_by_rss(double initial_accumulator_value, double eps,
+                                    bool eps_in_sqrt) {
+  return scale_by_accumulated_squares(
+      "scale_by_rss", initial_accumulator_value,
+      [](const Array& g, const Array& s) { return square(g) + s; },
+      [=](const Array& s) {
+        return where(greater(s, scalar_like(s, 0.0)), inverse_root(s, eps, eps_in_sqrt),
+                     zeros_like(s));
+      });
+}
+
 // optax/transforms/_adding.py add_decayed_weights (constant weight_decay, no mask).
 GradientTransformation add_decayed_weights(double weight_decay) {
   return {[](const Tree&) { return empty_state(); },
@@ -286,6 +358,18 @@ GradientTransformation adam(ScalarOrSchedule learning_rate, double b1, double b2
 GradientTransformation adamw(ScalarOrSchedule learning_rate, double b1, double b2, double eps,
                              double eps_root, double weight_decay) {
   return chain({scale_by_adam(b1, b2, eps, eps_root), add_decayed_weights(weight_decay),
+                scale_by_learning_rate(std::move(learning_rate))});
+}
+
+GradientTransformation rmsprop(ScalarOrSchedule learning_rate, double decay, double eps,
+                               double initial_scale, bool eps_in_sqrt) {
+  return chain({scale_by_rms(decay, eps, initial_scale, eps_in_sqrt),
+                scale_by_learning_rate(std::move(learning_rate))});
+}
+
+GradientTransformation adagrad(ScalarOrSchedule learning_rate, double initial_accumulator_value,
+                               double eps, bool eps_in_sqrt) {
+  return chain({scale_by_rss(initial_accumulator_value, eps, eps_in_sqrt),
                 scale_by_learning_rate(std::move(learning_rate))});
 }
 

@@ -42,7 +42,7 @@ struct ParallelSpec {
 
 struct TrainSpec {
   int64_t steps = 200;
-  std::string optimizer = "adam";  // sgd | adam | adamw
+  std::string optimizer = "adam";  // sgd | adam | adamw | rmsprop | adagrad
   double lr = 1e-3;
   double momentum = 0.0;     // sgd
   bool nesterov = false;     // sgd
@@ -53,6 +53,14 @@ struct TrainSpec {
   // adam, adamw: optax's eps_root, added to the second moment inside the sqrt. torch.optim's
   // Adam has none, so ddp_ref trains only eps_root = 0 (the default).
   double eps_root = 0.0;
+  // rmsprop, adagrad: the defaults are PyTorch's, the values ddp_ref can train; optax's differ
+  // (optax/_src/alias.py rmsprop: decay 0.9, eps_in_sqrt true; adagrad: initial accumulator
+  // 0.1, eps 1e-7 inside the sqrt).
+  double rms_decay = 0.99;                 // rmsprop: torch's alpha, optax's decay
+  double initial_accumulator_value = 0.0;  // adagrad: torch's and optax's name alike
+  // rmsprop, adagrad: eps inside the square root, 1/sqrt(v + eps) (optax's default), or added
+  // after it, 1/(sqrt(v) + eps) (torch.optim's only form, so ddp_ref trains only false).
+  bool eps_in_sqrt = false;
   double clip_grad_norm = 0.0;   // 0 disables clipping by global norm
   // Where the clipping runs: after_mean (DDP's clip_grad_norm_ after the all-reduce; optax's
   // clip_by_global_norm after lax.pmean) | before_mean (each device clips its own gradient
