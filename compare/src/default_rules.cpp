@@ -8,6 +8,7 @@
 
 #include "figures.h"
 #include "parity/common/layer_intermediates.h"
+#include "rule_values.h"
 #include "tensor_scan.h"
 
 namespace parity::compare {
@@ -20,51 +21,6 @@ bool starts_with(const std::string& text, const std::string& prefix) {
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
-}
-
-// One recorded tensor of a run, as doubles.
-struct Recorded {
-  Shape shape;
-  std::vector<double> values;
-};
-// One recorded step of a run: its F32 and F64 tensors by name.
-using StepValues = std::map<std::string, Recorded>;
-
-StepValues read_values(const RunDir& run, int64_t step) {
-  const std::string file = step_tensors_path(run.dir, step).string();
-  StepValues values;
-  for (const auto& [name, tensor] : read_step_tensors(run.dir, step)) {
-    if (tensor.dtype == DType::F32 || tensor.dtype == DType::F64) {
-      values.emplace(name, Recorded{tensor.shape, recorded_values(tensor, name, file)});
-    }
-  }
-  return values;
-}
-
-bool recorded(const RunDir& run, int64_t step) {
-  return std::find(run.tensor_steps.begin(), run.tensor_steps.end(), step) !=
-         run.tensor_steps.end();
-}
-
-// The runs' first step, when both recorded its tensors: the step both runs began from their
-// initial parameters, optimizer state and running statistics.
-std::optional<int64_t> first_step_recorded(const RunPair& runs) {
-  if (runs.common.empty()) return std::nullopt;
-  const int64_t first = runs.common.front().step();
-  if (!recorded(runs.a, first) || !recorded(runs.b, first)) return std::nullopt;
-  return first;
-}
-
-double root_mean_square(const std::vector<double>& values) {
-  double sum = 0;
-  for (const double value : values) sum += value * value;
-  return values.empty() ? 0 : std::sqrt(sum / static_cast<double>(values.size()));
 }
 
 double standard_deviation(const std::vector<double>& values) {
