@@ -495,7 +495,8 @@ std::optional<Diagnosis> diverging_layer_rule(const RunPair& runs, const Finding
 
 const std::vector<DefaultRule>& default_rules() {
   static const std::vector<DefaultRule> rules = {initialiser_rule, diverging_layer_rule,
-                                                 weight_decay_rule, batch_norm_momentum_rule};
+                                                 label_smoothing_rule, weight_decay_rule,
+                                                 batch_norm_momentum_rule};
   return rules;
 }
 

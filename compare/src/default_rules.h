@@ -16,6 +16,9 @@
 //                               and point opposite ways exactly where |g| < lambda |theta|
 //   M7  decoupled decay lambda  equal gradients; the first updates differ by exactly
 //                               -lr (lambda_A - lambda_B) theta
+//   M11 label smoothing form    the losses apart by a constant from the first step, H(q) of
+//                               the Flax examples' targets at an eps solved from it; the
+//                               logits layer's bias gradients apart by the targets' difference
 #pragma once
 
 #include <optional>
@@ -29,6 +32,9 @@ std::optional<Diagnosis> initialiser_rule(const RunPair& runs, const Findings& f
 std::optional<Diagnosis> diverging_layer_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> batch_norm_momentum_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& findings);
+// M11 (loss_default_rules.cpp): the losses apart by a constant H(q) from the first step, the
+// gradients nearly equal: one side reports the flax examples' KL form of a label-smoothed loss.
+std::optional<Diagnosis> label_smoothing_rule(const RunPair& runs, const Findings& findings);
 
 // Every rule above, each on its own (diagnose() orders them among the other rules and stops at
 // the first that matches): matching_default_rules (compare.h) runs them all.
