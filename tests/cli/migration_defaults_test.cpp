@@ -66,6 +66,9 @@ const MigrationDefault kDefaults[] = {
     {"M7", "m7-adamw-default-decay", "train.weight_decay=0.01", true, {"M7"}},
     // The negative control: optax.sgd without momentum is not torch's SGD(momentum=0.9).
     {"M8", "m8-sgd-momentum", "train.momentum=0", false, {}},
+    // torch/nn/modules/loss.py CrossEntropyLoss(label_smoothing=0.1): optax.smooth_labels'
+    // uniform targets with the entropy kept, the default form.
+    {"M11", "m11-label-smoothing", "model.label_smoothing_form=uniform", true, {"M11"}},
 };
 
 // `parity cases run ID` (the quick variant) with its folders under `out`.
