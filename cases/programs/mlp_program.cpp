@@ -8,6 +8,7 @@
 
 #include "parity/common/error.h"
 #include "pmap_engine/ops.h"
+#include "smoothed_cross_entropy.h"
 
 namespace parity::cases {
 namespace {
@@ -121,9 +122,8 @@ pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Arr
 }
 
 pe::Array outputs_loss(const ModelSpec& model, const pe::Array& outputs, const pe::Array& y) {
-  return model.loss == "softmax_cross_entropy"
-             ? pe::mean(pe::softmax_cross_entropy_with_integer_labels(outputs, y))
-             : pe::mse(outputs, y);
+  return model.loss == "softmax_cross_entropy" ? pe::mean(smoothed_cross_entropy(model, outputs, y))
+                                               : pe::mse(outputs, y);
 }
 
 pe::optim::GradientTransformation make_optimizer(const TrainSpec& train, bool clips) {

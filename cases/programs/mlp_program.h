@@ -45,8 +45,9 @@ pe::DType compute_dtype(const std::string& name);
 pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Array& x,
                    const pe::Array& y, pe::DType dtype = pe::DType::f32, bool cast_loss = true);
 
-// The mean loss of a batch's model outputs: softmax cross-entropy with integer labels y [B],
-// or the mean squared error against float targets y [B, T].
+// The mean loss of a batch's model outputs: softmax cross-entropy with integer labels y [B]
+// (label-smoothed as the case says: smoothed_cross_entropy.h), or the mean squared error against
+// float targets y [B, T].
 pe::Array outputs_loss(const ModelSpec& model, const pe::Array& outputs, const pe::Array& y);
 
 // The case's optimizer with optax semantics (the torch.optim equivalents ddp_ref uses), with

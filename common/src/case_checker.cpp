@@ -36,6 +36,7 @@ class CaseChecker {
     check_rules();
     check_limits();
     check_model();
+    check_label_smoothing();
     check_data();
     check_parallel();
     check_train();
@@ -144,6 +145,16 @@ class CaseChecker {
     }
     model_inputs_ = {&input, features, "the product of input"};
     model_outputs_ = {&keys::kModelLayers, shapes.output.front(), "the last layer's features"};
+  }
+
+  // Smoothing spreads probability over the classes of a softmax cross-entropy (always 10 here:
+  // fashion-mnist is its only dataset, so the Flax examples' eps/(C - 1) has C - 1 > 0).
+  void check_label_smoothing() {
+    const ModelSpec& model = spec_.model;
+    if (model.label_smoothing == 0 || model.loss == "softmax_cross_entropy") return;
+    fail(keys::kModelLabelSmoothing,
+         "smooths the targets of softmax_cross_entropy, but the loss is " + model.loss,
+         "remove label_smoothing, or use loss = \"softmax_cross_entropy\"");
   }
 
   void check_data() {

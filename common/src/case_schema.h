@@ -62,6 +62,7 @@ inline const Section kScenario{"scenario", false};
 
 inline const std::vector<std::string> kActivations = {"tanh", "relu", "gelu"};
 inline const std::vector<std::string> kLosses = {"softmax_cross_entropy", "mse"};
+inline const std::vector<std::string> kLabelSmoothingForms = {"uniform", "flax_examples"};
 inline const std::vector<std::string> kDatasets = {"fashion-mnist", "synthetic-linear"};
 inline const std::vector<std::string> kOptimizers = {"sgd", "adam", "adamw", "rmsprop",
                                                      "adagrad"};
@@ -85,6 +86,15 @@ inline const Key kModelLayers{kModel, "layers", {}, "the model's layers (docs/mo
                               false};
 inline const Key kModelActivation{kModel, "activation", one_of(kActivations)};
 inline const Key kModelLoss{kModel, "loss", one_of(kLosses)};
+// Added after the cases were hashed: a case without smoothing keeps its hash.
+inline const Key kModelLabelSmoothing{
+    kModel, "label_smoothing", in_range(FloatRange::kUnitInterval),
+    "the label smoothing epsilon of softmax_cross_entropy (0: none)", false};
+inline const Key kModelLabelSmoothingForm{
+    kModel, "label_smoothing_form", one_of(kLabelSmoothingForms),
+    "uniform: targets (1 - eps) onehot + eps/C, loss -sum q log p (torch, optax); "
+    "flax_examples: on-value 1 - eps, off-value eps/(C - 1), loss minus H(q) (KL(q || p))",
+    false};
 
 inline const Key kDataDataset{kData, "dataset", one_of(kDatasets)};
 inline const Key kDataPerReplicaBatch{kData, "per_replica_batch", at_least(1)};
@@ -191,6 +201,8 @@ void for_each_case_key(Spec& spec, Visit&& visit) {
   visit(kModelLayers, spec.model.layers);
   visit(kModelActivation, spec.model.activation);
   visit(kModelLoss, spec.model.loss);
+  visit(kModelLabelSmoothing, spec.model.label_smoothing);
+  visit(kModelLabelSmoothingForm, spec.model.label_smoothing_form);
   visit(kDataDataset, spec.data.dataset);
   visit(kDataPerReplicaBatch, spec.data.per_replica_batch);
   visit(kDataSeed, spec.data.seed);

@@ -20,12 +20,6 @@ bool ends_with(const std::string& text, const std::string& suffix) {
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-double root_mean_square(const std::vector<double>& values) {
-  double sum = 0;
-  for (const double value : values) sum += value * value;
-  return values.empty() ? 0 : std::sqrt(sum / static_cast<double>(values.size()));
-}
-
 double standard_deviation(const std::vector<double>& values) {
   double mean = 0;
   for (const double value : values) mean += value;
@@ -716,8 +710,9 @@ std::optional<Diagnosis> diverging_layer_rule(const RunPair& runs, const Finding
 
 const std::vector<DefaultRule>& default_rules() {
   static const std::vector<DefaultRule> rules = {
-      initialiser_rule,         diverging_layer_rule,  batch_norm_sync_rule, weight_decay_rule,
-      batch_norm_momentum_rule, rmsprop_defaults_rule, adagrad_defaults_rule};
+      initialiser_rule,         diverging_layer_rule,  label_smoothing_rule,
+      batch_norm_sync_rule,     weight_decay_rule,     batch_norm_momentum_rule,
+      rmsprop_defaults_rule,    adagrad_defaults_rule};
   return rules;
 }
 

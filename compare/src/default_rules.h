@@ -26,6 +26,9 @@
 //                               (optimizer_default_rules.cpp)
 //   M10 Adagrad defaults        ... over sqrt(g0^2 + g1^2 + c), the floors c (start + eps
 //                               inside the root) apart
+//   M11 label smoothing form    the losses apart by a constant from the first step, H(q) of
+//                               the Flax examples' targets at an eps solved from it; the
+//                               logits layer's bias gradients apart by the targets' difference
 #pragma once
 
 #include <optional>
@@ -43,6 +46,9 @@ std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& 
 // optimizer_default_rules.cpp
 std::optional<Diagnosis> rmsprop_defaults_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> adagrad_defaults_rule(const RunPair& runs, const Findings& findings);
+// M11 (loss_default_rules.cpp): the losses apart by a constant H(q) from the first step, the
+// gradients nearly equal: one side reports the flax examples' KL form of a label-smoothed loss.
+std::optional<Diagnosis> label_smoothing_rule(const RunPair& runs, const Findings& findings);
 
 // Every rule above, each on its own (diagnose() orders them among the other rules and stops at
 // the first that matches): matching_default_rules (compare.h) runs them all.

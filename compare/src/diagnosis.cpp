@@ -20,8 +20,8 @@
 //                                                        the learning rate does not
 //   S1   rounding differences grew                      step-0 gradients and update agree,
 //                                                        later steps part
-// The rules of the framework defaults (M1-M7, M9, M10, M12: default_rules.h) run before the
-// S1 rule each is an instance of.
+// The rules of the framework defaults (M1-M7, M9-M12: default_rules.h) run before the S1 rule
+// each is an instance of.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -411,6 +411,9 @@ std::vector<Diagnosis> diagnose(const RunPair& runs, const Findings& findings) {
   // The framework defaults (default_rules.h) before the generic causes they are instances of.
   if (add(initialiser_rule(runs, findings))) return diagnoses;
   if (add(diverging_layer_rule(runs, findings))) return diagnoses;
+  // A loss offset from the first step with nearly equal gradients (M11), which the next rule
+  // would read as another model.
+  if (add(label_smoothing_rule(runs, findings))) return diagnoses;
   if (add(batch_norm_sync_rule(runs, findings))) return diagnoses;
   if (add(initial_parameters_rule(runs, findings))) return diagnoses;
   // Runs that agree within the tolerances get no diagnosis, even where a rule would measure a

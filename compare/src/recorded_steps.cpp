@@ -1,6 +1,7 @@
 #include "recorded_steps.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "tensor_scan.h"
 
@@ -33,6 +34,12 @@ double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t mid = values.size() / 2;
   return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
+}
+
+double root_mean_square(const std::vector<double>& values) {
+  double sum = 0;
+  for (const double value : values) sum += value * value;
+  return values.empty() ? 0 : std::sqrt(sum / static_cast<double>(values.size()));
 }
 
 }  // namespace parity::compare

@@ -1,5 +1,6 @@
 // What the rules of the framework defaults (default_rules.h) read of a run's recorded steps: a
-// step's F32 and F64 tensors as doubles by name, and the first step both runs recorded.
+// step's F32 and F64 tensors as doubles by name, and the first step both runs recorded, with
+// the statistics the rules share.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,7 @@ bool recorded(const RunDir& run, int64_t step);
 std::optional<int64_t> first_step_recorded(const RunPair& runs);
 
 double median(std::vector<double> values);
+double root_mean_square(const std::vector<double>& values);
 
 inline bool starts_with(const std::string& text, const std::string& prefix) {
   return text.rfind(prefix, 0) == 0;

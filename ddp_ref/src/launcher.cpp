@@ -365,6 +365,15 @@ void check_options(const CaseSpec& spec, const DdpOptions& options) {
         "scenario.engine_overrides",
         spec.name, spec.train.optimizer == "adagrad" ? "Adagrad" : "RMSprop"));
   }
+  if (spec.model.label_smoothing > 0 && spec.model.label_smoothing_form != "uniform") {
+    throw InputError(fmt::format(
+        "case {}: model.label_smoothing_form = \"{}\" is the Flax examples' loss (targets "
+        "eps/(C-1) off the true class, H(q) subtracted), which torch has no loss for; ddp_ref "
+        "trains torch's CrossEntropyLoss(label_smoothing=eps): use --set "
+        "model.label_smoothing_form=uniform (or give the form to the engine alone with "
+        "scenario.engine_overrides)",
+        spec.name, spec.model.label_smoothing_form));
+  }
   // Not every LibTorch has every dtype's CPU kernels (1.13 has no f16 matmul): ask one small
   // matmul before any rank starts, rather than fail every rank at its first forward pass.
   const torch::ScalarType dtype = compute_dtype(spec.train.dtype);

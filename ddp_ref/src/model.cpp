@@ -48,7 +48,14 @@ torch::Tensor MlpImpl::forward(torch::Tensor x) {
 torch::Tensor compute_loss(const ModelSpec& spec, const torch::Tensor& outputs,
                            const torch::Tensor& targets) {
   if (spec.loss == "softmax_cross_entropy") {
-    return torch::nn::functional::cross_entropy(outputs, targets).to(torch::kFloat);
+    // torch's label smoothing is the "uniform" form: torch.nn.CrossEntropyLoss(label_smoothing=
+    // eps) mixes the one-hot target with eps/C on every class and keeps H(q) in the loss
+    // (aten/src/ATen/native/LossNLL.cpp cross_entropy_loss_label_smoothing). The Flax examples'
+    // KL form has no torch loss; check_options refuses it before any rank starts.
+    namespace F = torch::nn::functional;
+    return F::cross_entropy(outputs, targets,
+                            F::CrossEntropyFuncOptions().label_smoothing(spec.label_smoothing))
+        .to(torch::kFloat);
   }
   if (spec.loss == "mse") {
     return torch::nn::functional::mse_loss(outputs, targets.to(outputs.scalar_type()))

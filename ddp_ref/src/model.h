@@ -37,8 +37,9 @@ class MlpImpl : public CaseModelImpl {
 };
 TORCH_MODULE(Mlp);
 
-// Mean loss of the batch, in f32: softmax cross-entropy with integer labels, or mean squared
-// error, computed in the outputs' dtype (regression targets cast to it) and then cast to f32.
+// Mean loss of the batch, in f32: softmax cross-entropy with integer labels (label-smoothed as
+// torch's CrossEntropyLoss(label_smoothing) smooths), or mean squared error, computed in the
+// outputs' dtype (regression targets cast to it) and then cast to f32.
 torch::Tensor compute_loss(const ModelSpec& spec, const torch::Tensor& outputs,
                            const torch::Tensor& targets);
 

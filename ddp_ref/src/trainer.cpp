@@ -441,7 +441,11 @@ void RankTrainer::evaluate(ProducerSummary& summary) {
     chunks.push_back(model_->forward(data.test_features.narrow(0, start, rows)));
   }
   auto outputs = torch::cat(chunks);
-  summary.test_loss = compute_loss(spec_.model, outputs, data.test_targets).item<double>();
+  // The test loss is the plain cross-entropy, as the engine's and the Flax examples' eval_step
+  // (label_smoothing=0.0) compute it: it measures the model, not the training targets.
+  ModelSpec unsmoothed = spec_.model;
+  unsmoothed.label_smoothing = 0;
+  summary.test_loss = compute_loss(unsmoothed, outputs, data.test_targets).item<double>();
   if (spec_.model.loss == "softmax_cross_entropy") {
     summary.test_accuracy =
         outputs.argmax(1).eq(data.test_targets).to(torch::kFloat64).mean().item<double>();

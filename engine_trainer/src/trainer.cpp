@@ -314,6 +314,8 @@ std::map<std::string, double> EngineTrainer::evaluate() const {
   }
   std::vector<int32_t> labels(test.labels.begin(), test.labels.end());
   const pe::Array y = pe::Array::from_ints({test.num_samples}, labels);
+  // Unsmoothed whatever model.label_smoothing says, as the Flax examples' eval_step
+  // (label_smoothing=0.0) and ddp_ref's evaluation compute it.
   const double test_loss =
       pe::mean(pe::softmax_cross_entropy_with_integer_labels(outputs, y)).item();
   const std::vector<double> logits = outputs.to_doubles();

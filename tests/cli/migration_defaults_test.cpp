@@ -71,6 +71,9 @@ const MigrationDefault kDefaults[] = {
     // torch/optim/adagrad.py Adagrad(initial_accumulator_value=0): the overrides' eps 1e-7 and
     // eps_in_sqrt=true go with it, back to the case's 1e-10 after the root.
     {"M10", "m10-adagrad-defaults", "train.initial_accumulator_value=0", true, {"M10"}},
+    // torch/nn/modules/loss.py CrossEntropyLoss(label_smoothing=0.1): optax.smooth_labels'
+    // uniform targets with the entropy kept, the default form.
+    {"M11", "m11-label-smoothing", "model.label_smoothing_form=uniform", true, {"M11"}},
     // DDP's BatchNorm: each replica's own batch (torch/nn/modules/batchnorm.py _BatchNorm).
     {"M12", "m12-batchnorm-sync", "model.layers[1].sync=false", true, {"M12"}},
 };

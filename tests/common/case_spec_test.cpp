@@ -262,6 +262,28 @@ TEST(CaseSpec, JaxVersionIsOutOfTheHashAtItsDefaultAndChecked) {
             "'0.5.0'; did you mean '0.11.0'?");
 }
 
+// model.label_smoothing and its form: out of the canonical text at their defaults (no
+// smoothing, torch's uniform form), so the cases written before them keep their hashes.
+TEST(CaseSpec, LabelSmoothingIsOutOfTheHashAtItsDefaults) {
+  const CaseSpec base = load_case("mlp2-fmnist");
+  EXPECT_EQ(base.model.label_smoothing, 0.0);
+  EXPECT_EQ(base.model.label_smoothing_form, "uniform");
+  EXPECT_EQ(base.to_toml().find("label_smoothing"), std::string::npos);
+  EXPECT_EQ(load_case("mlp2-fmnist", {"model.label_smoothing_form=uniform"}).hash(), base.hash());
+
+  const CaseSpec smoothed = load_case(
+      "mlp2-fmnist", {"model.label_smoothing=0.1", "model.label_smoothing_form=flax_examples"});
+  EXPECT_NE(smoothed.to_toml().find("label_smoothing = 0.1\nlabel_smoothing_form = "
+                                    "\"flax_examples\"\n"),
+            std::string::npos)
+      << smoothed.to_toml();
+  EXPECT_NE(smoothed.hash(), base.hash());
+  const CaseSpec again = case_from_text(smoothed.to_toml(), "run/run.json (case.toml)");
+  EXPECT_EQ(again.model.label_smoothing, 0.1);
+  EXPECT_EQ(again.model.label_smoothing_form, "flax_examples");
+  EXPECT_EQ(again.hash(), smoothed.hash());
+}
+
 TEST(CaseSpec, CanonicalTomlPrintsEveryKeyInFixedOrder) {
   const std::string text = load_case("mlp2-fmnist").to_toml();
   const std::vector<std::string> in_order = {
@@ -602,6 +624,17 @@ INSTANTIATE_TEST_SUITE_P(
         RangeCase{{"model.loss=ce"},
                   "--set model.loss=ce: model.loss: expected one of softmax_cross_entropy, mse, "
                   "found 'ce'"},
+        RangeCase{{"model.label_smoothing=1"},
+                  "--set model.label_smoothing=1: model.label_smoothing: expected a value in "
+                  "[0, 1), found 1.0"},
+        RangeCase{{"model.label_smoothing_form=optax"},
+                  "--set model.label_smoothing_form=optax: model.label_smoothing_form: expected "
+                  "one of uniform, flax_examples, found 'optax'"},
+        RangeCase{{"data.dataset=synthetic-linear", "model.loss=mse", "model.widths=[8,8]",
+                   "model.label_smoothing=0.1"},
+                  "--set model.label_smoothing=0.1: model.label_smoothing: smooths the targets "
+                  "of softmax_cross_entropy, but the loss is mse; remove label_smoothing, or use "
+                  "loss = \"softmax_cross_entropy\""},
         RangeCase{{"data.dataset=mnist"},
                   "--set data.dataset=mnist: data.dataset: expected one of fashion-mnist, "
                   "synthetic-linear, found 'mnist'"},

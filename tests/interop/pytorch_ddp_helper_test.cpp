@@ -47,19 +47,18 @@ testing::CommandResult run_checked(const std::string& command, int timeout_secon
   return result;
 }
 
-TEST(PytorchDdpHelper, RealTorchDdpRunOfMlp2FmnistImportsEquivalentToDdpRef) {
-  ASSERT_TRUE(testing::python_has_module("torch"))
-      << testing::python_executable()
-      << " cannot import torch; install python3-torch (scripts/install-deps.sh) or "
-         "point PARITY_PYTHON at an interpreter that has it";
-  testing::TempDir dir;
+// The real PyTorch run of mlp2-fmnist with `overrides`, imported, and ddp_ref's run of the same
+// case from the same init file, under `dir`.
+struct TorchAndDdp {
+  std::string log, imported, ddp;
+};
+
+TorchAndDdp run_torch_and_ddp(const testing::TempDir& dir, const std::string& overrides) {
   const std::string parity = PARITY_EXECUTABLE;
   const std::string init = dir.path("init.safetensors").string();
-  const std::string log = dir.path("torch-log").string();
-  const std::string imported = dir.path("torch-run").string();
-  const std::string ddp = dir.path("ddp-run").string();
-
-  run_checked(fmt::format("{} init mlp2-fmnist {} --out {}", parity, kOverrides, init), 60);
+  const TorchAndDdp runs{dir.path("torch-log").string(), dir.path("torch-run").string(),
+                         dir.path("ddp-run").string()};
+  run_checked(fmt::format("{} init mlp2-fmnist {} --out {}", parity, overrides, init), 60);
   // The real PyTorch run: 2 processes, started and awaited (with a deadline) by the script.
   // Alone it takes well under a minute; in a full `make test` on 2 cores it once ran past a
   // 240 s deadline (2026-12-05, cause not found), so the deadline only guards against a hang.
@@ -67,20 +66,34 @@ TEST(PytorchDdpHelper, RealTorchDdpRunOfMlp2FmnistImportsEquivalentToDdpRef) {
       fmt::format("{}{} {} {} --init {} --out {} --quiet --timeout 60 --deadline 600", kPinnedBlas,
                   testing::shell_quote(testing::python_executable()),
                   (testing::python_helpers_dir() / "examples" / "train_mlp2_ddp.py").string(),
-                  kOverrides, init, log),
+                  overrides, init, runs.log),
       660);
   run_checked(
       fmt::format("{} import metrics {}/metrics.jsonl --case mlp2-fmnist {} --map loss=loss "
                   "--map grad_norm=grad_norm --map param_norm=param_norm --map lr=lr "
                   "--out {}",
-                  parity, log, kOverrides, imported),
+                  parity, runs.log, overrides, runs.imported),
       60);
   run_checked(fmt::format("{} import tensors {}/tensors --case mlp2-fmnist {} --out {}", parity,
-                          log, kOverrides, imported),
+                          runs.log, overrides, runs.imported),
               60);
   run_checked(fmt::format("{}{} ddp mlp2-fmnist {} --init {} --out {} --quiet", kPinnedBlas, parity,
-                          kOverrides, init, ddp),
+                          overrides, init, runs.ddp),
               300);
+  return runs;
+}
+
+TEST(PytorchDdpHelper, RealTorchDdpRunOfMlp2FmnistImportsEquivalentToDdpRef) {
+  ASSERT_TRUE(testing::python_has_module("torch"))
+      << testing::python_executable()
+      << " cannot import torch; install python3-torch (scripts/install-deps.sh) or "
+         "point PARITY_PYTHON at an interpreter that has it";
+  testing::TempDir dir;
+  const std::string parity = PARITY_EXECUTABLE;
+  const TorchAndDdp runs = run_torch_and_ddp(dir, kOverrides);
+  const std::string& log = runs.log;
+  const std::string& imported = runs.imported;
+  const std::string& ddp = runs.ddp;
 
   const testing::CommandResult verdict =
       testing::run_command(fmt::format("{} compare {} {} --no-color", parity, imported, ddp), 120);
@@ -149,6 +162,28 @@ TEST(PytorchDdpHelper, RealTorchDdpRunOfMlp2FmnistImportsEquivalentToDdpRef) {
         {"grads/2.weight", {10, 256}},   {"grads/2.bias", {10}}};
     EXPECT_EQ(shapes, expected);
   }
+}
+
+// torch's CrossEntropyLoss(label_smoothing=0.1) in a real DDP run is ddp_ref's label-smoothed loss
+// bit for bit (LibTorch's cross_entropy(label_smoothing), the same kernels): the uniform form of
+// model.label_smoothing is PyTorch's own.
+TEST(PytorchDdpHelper, LabelSmoothedRealTorchDdpRunIsDdpRefsBitForBit) {
+  ASSERT_TRUE(testing::python_has_module("torch")) << testing::python_executable();
+  testing::TempDir dir;
+  const TorchAndDdp runs = run_torch_and_ddp(
+      dir, std::string(kOverrides) +
+               " --set model.label_smoothing=0.1 --set train.steps=10 --set 'train.record_steps=[0]'");
+  const testing::CommandResult verdict = testing::run_command(
+      fmt::format("{} compare {} {} --no-color", PARITY_EXECUTABLE, runs.imported, runs.ddp), 120);
+  EXPECT_EQ(verdict.exit_code, 0) << verdict.output;
+  EXPECT_THAT(verdict.output, HasSubstr("All 10 steps within tolerance; worst |A - B| 0 "));
+  EXPECT_THAT(verdict.output, HasSubstr("All 4 gradient tensors within tolerance at steps 0; "
+                                        "worst rel L2 0, max |A - B| 0."));
+  // Both trained the smoothed case (the script reads model.label_smoothing as ddp_ref does):
+  // smoothing moves the first step's gradients by about eps of them, so bit-identical gradients
+  // mean both smoothed.
+  EXPECT_EQ(read_run_dir(runs.imported).info.case_hash, read_run_dir(runs.ddp).info.case_hash);
+  EXPECT_NE(read_run_dir(runs.ddp).info.case_hash, load_case("mlp2-fmnist").hash());
 }
 
 }  // namespace

@@ -335,6 +335,55 @@ TEST(NnSoftmaxCrossEntropy, RejectsFloatLabelsAndMismatchedShapes) {
                         {"logits must be floating point", "i32[3]"});
 }
 
+// ---- soft-target cross-entropy and label smoothing ---------------------------------------------
+
+// torch 1.13 (/usr/bin/python3), f64: F.cross_entropy(logits, t, reduction='none') with
+// probability targets t is -sum(t * log_softmax(logits)), optax.softmax_cross_entropy's formula:
+//   logits = torch.tensor([[1.0, -0.5, 0.25, 2.0], [0.0, 0.5, -1.0, 0.75]], dtype=torch.float64)
+//   t = torch.tensor([[0.0, 0.25, 0.25, 0.5], [1.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+Array soft_logits() {
+  return Array::from_doubles({2, 4}, {1.0, -0.5, 0.25, 2.0, 0.0, 0.5, -1.0, 0.75});
+}
+
+TEST(NnSoftTargetCrossEntropy, MatchesPyTorchWithProbabilityTargets) {
+  const Array targets = Array::from_doubles({2, 4}, {0.0, 0.25, 0.25, 0.5, 1.0, 0.0, 0.0, 0.0});
+  expect_doubles_near(softmax_cross_entropy(soft_logits(), targets).to_doubles(),
+                      {1.5472311347019678, 1.635807309359302}, 1e-14);
+}
+
+TEST(NnSoftTargetCrossEntropy, OneHotTargetsGiveTheIntegerLabelForm) {
+  const Array labels = Array::from_ints({2}, {3, 1});
+  expect_doubles_near(
+      softmax_cross_entropy(soft_logits(), one_hot(labels, 4, DType::f64)).to_doubles(),
+      softmax_cross_entropy_with_integer_labels(soft_logits(), labels).to_doubles(), 1e-14);
+}
+
+TEST(NnSoftTargetCrossEntropy, GradientMatchesFiniteDifferencesInBothArguments) {
+  const Array targets = Array::from_doubles({2, 4}, {0.1, 0.2, 0.3, 0.4, 0.7, 0.1, 0.1, 0.1});
+  expect_gradients_match_finite_differences(
+      [](const std::vector<Array>& in) { return mean(softmax_cross_entropy(in[0], in[1])); },
+      {soft_logits(), targets});
+}
+
+TEST(NnSoftTargetCrossEntropy, RejectsIntegerTargetsAndOtherShapes) {
+  expect_error_mentions([] { softmax_cross_entropy(soft_logits(), Array::from_ints({2}, {3, 1})); },
+                        {"softmax_cross_entropy", "floating point", "i32[2]",
+                         "softmax_cross_entropy_with_integer_labels"});
+  expect_error_mentions(
+      [] { softmax_cross_entropy(soft_logits(), Array::from_doubles({2, 3}, {0, 0, 1, 0, 1, 0})); },
+      {"softmax_cross_entropy", "f64[2,3]", "f64[2,4]"});
+}
+
+// optax.smooth_labels(one_hot, 0.1) with 4 classes: 0.9 + 0.1/4 on the label, 0.1/4 elsewhere, as
+// torch's label_smoothing mixes in (torch 1.13: one_hot(y, 4) * 0.9 + 0.1 / 4).
+TEST(NnSmoothLabels, MixesInTheUniformDistributionOverAllClasses) {
+  const Array smoothed = smooth_labels(one_hot(Array::from_ints({2}, {3, 1}), 4, DType::f64), 0.1);
+  expect_doubles_near(smoothed.to_doubles(),
+                      {0.025, 0.025, 0.025, 0.925, 0.025, 0.925, 0.025, 0.025}, 1e-15);
+  expect_error_mentions([] { smooth_labels(Array::from_ints({2}, {3, 1}), 0.1); },
+                        {"smooth_labels", "i32[2]"});
+}
+
 // ---- mse ---------------------------------------------------------------------------------------
 
 TEST(NnMse, MatchesNumPyAndGradientIsTwoDiffOverN) {

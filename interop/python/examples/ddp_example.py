@@ -13,8 +13,9 @@ distributed_sampler.cpp), so that the two runs train the same thing:
     per batch (the last, shorter batch of an epoch included unless drop_last);
   - DistributedDataParallel with its defaults (it broadcasts rank 0's parameters and, before
     every forward, its buffers: BatchNorm's running statistics);
-  - loss: F.cross_entropy (batch mean); optimizer: torch.optim.SGD / Adam / AdamW with the
-    case's hyperparameters; clip_grad_norm_ when the case clips;
+  - loss: F.cross_entropy (batch mean, with the case's label_smoothing); optimizer:
+    torch.optim.SGD / Adam / AdamW with the case's hyperparameters; clip_grad_norm_ when the
+    case clips;
   - one intra-op thread per rank, as ddp_ref pins it. Neither pins OpenBLAS's own thread pool
     (OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else the core count), and the gradients'
     last bits depend on it: with the same count on both sides the two runs are bit-identical.
@@ -53,7 +54,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
 # docs/case-schema.md: the defaults of the keys these scripts read.
 DEFAULTS = {
-    "model": {"activation": "tanh", "loss": "softmax_cross_entropy"},
+    "model": {"activation": "tanh", "loss": "softmax_cross_entropy", "label_smoothing": 0.0,
+              "label_smoothing_form": "uniform"},
     "data": {"dataset": "fashion-mnist", "per_replica_batch": 64, "seed": 0, "shuffle": True,
              "drop_last": False},
     "parallel": {"replicas": 8, "processes": 1},
@@ -89,6 +91,9 @@ def load_case(path, overrides):
         problems.append(f"data.dataset = {case['data']['dataset']!r} (only fashion-mnist)")
     if case["model"]["loss"] != "softmax_cross_entropy":
         problems.append(f"model.loss = {case['model']['loss']!r}")
+    if case["model"]["label_smoothing"] and case["model"]["label_smoothing_form"] != "uniform":
+        problems.append(f"model.label_smoothing_form = "
+                        f"{case['model']['label_smoothing_form']!r} (torch has only 'uniform')")
     if case["train"]["grad_accum_steps"] != 1:
         problems.append("train.grad_accum_steps != 1")
     if case["train"]["dtype"] != "f32":
@@ -196,7 +201,7 @@ def train_rank(args, case, build_model):
         for x, y, ids in loader:
             start = time.perf_counter()
             optimizer.zero_grad()
-            loss = F.cross_entropy(ddp(x), y)
+            loss = F.cross_entropy(ddp(x), y, label_smoothing=case["model"]["label_smoothing"])
             loss.backward()
             grad_norm = None
             if train["clip_grad_norm"] > 0:

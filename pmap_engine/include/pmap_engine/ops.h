@@ -148,6 +148,11 @@ Array softmax(const Array& x, int64_t axis = -1);
 Array one_hot(const Array& labels, int64_t num_classes, DType dtype = DType::f32);
 // optax.softmax_cross_entropy_with_integer_labels: logits [..., K], labels [...] int -> [...].
 Array softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& labels);
+// optax.softmax_cross_entropy: -sum(targets * log_softmax(logits)) over the class axis;
+// logits, targets [..., K] (targets a distribution per row) -> [...].
+Array softmax_cross_entropy(const Array& logits, const Array& targets);
+// optax.smooth_labels: (1 - alpha) * labels + alpha / K for one-hot labels [..., K].
+Array smooth_labels(const Array& labels, double alpha);
 // mean((predictions - targets)^2) over every element (torch.nn.functional.mse_loss's mean).
 Array mse(const Array& predictions, const Array& targets);
 

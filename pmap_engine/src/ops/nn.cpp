@@ -5,7 +5,9 @@
 //                                   default jax_softmax_custom_jvp=False path), one_hot
 //   jax/_src/lax/lax.py             logistic_p (sigmoid's primitive) and its JVP
 //   jax/_src/ops/special.py         logsumexp (re-exported as jax.nn.logsumexp)
-//   optax/losses/_classification.py softmax_cross_entropy_with_integer_labels
+//   optax/losses/_classification.py softmax_cross_entropy_with_integer_labels,
+//                                   softmax_cross_entropy
+//   optax/losses/_smoothing.py      smooth_labels
 //
 // Three element-wise primitives that ops.h lacks are defined here: logistic (sigmoid is
 // lax.logistic, one primitive in JAX too), erfc (for the exact gelu, which JAX writes with
@@ -241,6 +243,40 @@ Array softmax_cross_entropy_with_integer_labels(const Array& logits, const Array
   const Array label_logits = squeeze_axis(
       take_along_axis(logits, expand_dims(labels, class_axis), class_axis), class_axis);
   return logsumexp(logits, class_axis) - label_logits;
+}
+
+// optax.softmax_cross_entropy: -sum(targets * log_softmax(logits), axis=-1), for targets that are
+// a distribution over the classes (one-hot, or smoothed by smooth_labels).
+Array softmax_cross_entropy(const Array& logits, const Array& targets) {
+  // logits: [..., K], targets: [..., K] -> [...]
+  const char* op = "softmax_cross_entropy";
+  if (!is_floating(logits.dtype()) || !is_floating(targets.dtype())) {
+    throw EngineError(std::string(op) + ": logits and targets must be floating point, got " +
+                      type_to_string(logits.dtype(), logits.shape()) + " and " +
+                      type_to_string(targets.dtype(), targets.shape()) +
+                      " (for integer labels use softmax_cross_entropy_with_integer_labels)");
+  }
+  if (logits.ndim() < 1 || logits.shape() != targets.shape()) {
+    throw EngineError(std::string(op) + ": targets " +
+                      type_to_string(targets.dtype(), targets.shape()) +
+                      " must have the logits' shape " +
+                      type_to_string(logits.dtype(), logits.shape()));
+  }
+  const int64_t class_axis = logits.ndim() - 1;
+  return -sum(targets * log_softmax(logits, class_axis), {class_axis});
+}
+
+// optax.smooth_labels (without `where`): each row keeps 1 - alpha of its one-hot mass and
+// spreads alpha evenly over all K classes, the true one included: on-value 1 - alpha + alpha/K,
+// off-value alpha/K. torch's cross_entropy(label_smoothing=alpha) mixes in the same uniform.
+Array smooth_labels(const Array& labels, double alpha) {
+  // labels: [..., K] -> [..., K]
+  if (!is_floating(labels.dtype()) || labels.ndim() < 1) {
+    throw EngineError("smooth_labels: labels must be one-hot floating-point rows [..., K], got " +
+                      type_to_string(labels.dtype(), labels.shape()));
+  }
+  const auto num_classes = static_cast<double>(labels.shape().back());
+  return labels * (1.0 - alpha) + alpha / num_classes;
 }
 
 namespace internal {

@@ -22,6 +22,11 @@ struct ModelSpec {
   std::vector<LayerSpec> layers;
   std::string activation = "tanh";           // tanh | relu | gelu, between layers
   std::string loss = "softmax_cross_entropy";  // softmax_cross_entropy (integer labels) | mse
+  // softmax_cross_entropy only: the smoothing epsilon in [0, 1), and whose smoothed loss
+  // (docs/case-schema.md): "uniform", torch's CrossEntropyLoss(label_smoothing) and
+  // optax.smooth_labels, or "flax_examples", the Flax WMT/LM1B examples' KL form.
+  double label_smoothing = 0.0;
+  std::string label_smoothing_form = "uniform";
 };
 
 struct DataSpec {
