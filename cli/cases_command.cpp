@@ -53,8 +53,23 @@ CaseSpec find_case(const std::vector<CaseSpec>& specs, const std::string& wanted
                                cases_dir().string(), fmt::join(known, ", ")));
 }
 
+// S (semantics), P (pitfalls), R (RNG items), C (claims no pitfall covers), M (migration
+// defaults, ../shared/docs/migration-defaults.md), then any other letter; by number within
+// each; cases without a scenario last, by name (list_cases' order).
+void sort_in_catalogue_order(std::vector<CaseSpec>& specs) {
+  auto order = [](const CaseSpec& spec) {
+    const std::string& id = spec.scenario.id;
+    if (id.empty()) return std::make_pair(std::string::npos, 0);
+    const std::string letters = "SPRCM";
+    return std::make_pair(letters.find(id.front()), std::stoi("0" + id.substr(1)));
+  };
+  std::stable_sort(specs.begin(), specs.end(),
+                   [&](const CaseSpec& a, const CaseSpec& b) { return order(a) < order(b); });
+}
+
 void list_command() {
-  const std::vector<CaseSpec> specs = list_cases();
+  std::vector<CaseSpec> specs = list_cases();
+  sort_in_catalogue_order(specs);
   std::cout << fmt::format("{:<5} {:<28} {:>8} {:>6}  {}\n", "id", "case", "replicas", "steps",
                            "title or description");
   for (const CaseSpec& spec : specs) {
@@ -114,16 +129,7 @@ std::vector<CaseSpec> selected_cases(const RunArgumentsOfCases& arguments) {
       selected.push_back(spec);
     }
   }
-  // S (semantics), P (pitfalls), R (RNG items), C (claims no pitfall covers), M (migration
-  // defaults, ../shared/docs/migration-defaults.md), then any other letter; by number within
-  // each.
-  auto order = [](const CaseSpec& spec) {
-    const std::string& id = spec.scenario.id;
-    const std::string letters = "SPRCM";
-    return std::make_pair(letters.find(id.front()), std::stoi("0" + id.substr(1)));
-  };
-  std::stable_sort(selected.begin(), selected.end(),
-                   [&](const CaseSpec& a, const CaseSpec& b) { return order(a) < order(b); });
+  sort_in_catalogue_order(selected);
   return selected;
 }
 

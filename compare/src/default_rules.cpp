@@ -711,8 +711,8 @@ std::optional<Diagnosis> diverging_layer_rule(const RunPair& runs, const Finding
 const std::vector<DefaultRule>& default_rules() {
   static const std::vector<DefaultRule> rules = {
       initialiser_rule,         diverging_layer_rule,  label_smoothing_rule,
-      batch_norm_sync_rule,     weight_decay_rule,     batch_norm_momentum_rule,
-      rmsprop_defaults_rule,    adagrad_defaults_rule};
+      batch_norm_sync_rule,     weight_decay_rule,     clip_placement_rule,
+      batch_norm_momentum_rule, rmsprop_defaults_rule, adagrad_defaults_rule};
   return rules;
 }
 

@@ -42,6 +42,10 @@ std::optional<Diagnosis> initialiser_rule(const RunPair& runs, const Findings& f
 std::optional<Diagnosis> diverging_layer_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> batch_norm_momentum_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> batch_norm_sync_rule(const RunPair& runs, const Findings& findings);
+// M13 (clipping_rule.cpp): the averaged gradients' norms before clipping agree, the applied
+// gradients point apart and one is shorter: one run clipped each device's gradient before the
+// mean.
+std::optional<Diagnosis> clip_placement_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& findings);
 // optimizer_default_rules.cpp
 std::optional<Diagnosis> rmsprop_defaults_rule(const RunPair& runs, const Findings& findings);

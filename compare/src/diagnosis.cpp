@@ -20,7 +20,7 @@
 //                                                        the learning rate does not
 //   S1   rounding differences grew                      step-0 gradients and update agree,
 //                                                        later steps part
-// The rules of the framework defaults (M1-M7, M9-M12: default_rules.h) run before the S1 rule
+// The rules of the framework defaults (M1-M7, M9-M13: default_rules.h) run before the S1 rule
 // each is an instance of.
 #include <fmt/format.h>
 
@@ -419,6 +419,7 @@ std::vector<Diagnosis> diagnose(const RunPair& runs, const Findings& findings) {
   // Runs that agree within the tolerances get no diagnosis, even where a rule would measure a
   // difference below them.
   if (!first_parting(findings)) return diagnoses;
+  if (add(clip_placement_rule(runs, findings))) return diagnoses;
   if (add(weight_decay_rule(runs, findings))) return diagnoses;
   if (add(rmsprop_defaults_rule(runs, findings))) return diagnoses;
   if (add(adagrad_defaults_rule(runs, findings))) return diagnoses;

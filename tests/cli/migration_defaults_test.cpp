@@ -76,6 +76,8 @@ const MigrationDefault kDefaults[] = {
     {"M11", "m11-label-smoothing", "model.label_smoothing_form=uniform", true, {"M11"}},
     // DDP's BatchNorm: each replica's own batch (torch/nn/modules/batchnorm.py _BatchNorm).
     {"M12", "m12-batchnorm-sync", "model.layers[1].sync=false", true, {"M12"}},
+    // torch/nn/utils/clip_grad.py clip_grad_norm_ on the all-reduced .grad: after the mean.
+    {"M13", "m13-clip-before-mean", "train.clip_placement=after_mean", true, {"M13"}},
 };
 
 // `parity cases run ID` (the quick variant) with its folders under `out`.
