@@ -514,7 +514,7 @@ TEST(CaseSpec, OverrideErrorsNameTheOverride) {
   EXPECT_EQ(load_error("mlp2-fmnist", {"train.zzz=1"}),
             "--set train.zzz=1: unknown key 'zzz' in [train]; the keys of [train] are steps, "
             "optimizer, lr, momentum, nesterov, weight_decay, beta1, beta2, eps, eps_root, "
-            "rms_decay, initial_accumulator_value, eps_in_sqrt, clip_grad_norm, "
+            "rms_decay, initial_accumulator_value, eps_in_sqrt, clip_grad_norm, clip_placement, "
             "grad_accum_steps, dtype, record_steps");
 }
 
@@ -675,6 +675,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "--set train.eps_in_sqrt=true: train.eps_in_sqrt: only rmsprop and adagrad "
                   "read it, found optimizer = \"adam\"; remove it; Adam's eps inside the square "
                   "root is train.eps_root"},
+        RangeCase{{"train.clip_placement=before_mean"},
+                  "--set train.clip_placement=before_mean: train.clip_placement: "
+                  "clip_placement = \"before_mean\" places a clipping the case does not do: set "
+                  "train.clip_grad_norm > 0, or leave clip_placement out"},
         RangeCase{{"train.rms_decay=1"},
                   "--set train.rms_decay=1: train.rms_decay: expected a value in [0, 1), found "
                   "1.0"},

@@ -156,5 +156,17 @@ TEST(DdpFaults, EpsInsideTheRootIsRefusedBeforeTraining) {
   EXPECT_FALSE(std::filesystem::exists(dir / "run" / "run.json"));
 }
 
+// DDP's Reducer averages the gradients during backward, so the loop can only clip the mean.
+TEST(DdpFaults, ClippingBeforeTheMeanIsRefusedBeforeTraining) {
+  auto dir = testing::fresh_directory("fault-clip-before-mean");
+  auto result = run_ddp(dir / "run",
+                        "--set train.clip_grad_norm=1 --set train.clip_placement=before_mean");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("train.clip_placement = \"before_mean\": under DDP the "
+                                       "gradients are averaged during backward"));
+  EXPECT_THAT(result.output, HasSubstr("use --set train.clip_placement=after_mean"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "run" / "run.json"));
+}
+
 }  // namespace
 }  // namespace parity

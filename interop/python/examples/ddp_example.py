@@ -62,7 +62,8 @@ DEFAULTS = {
     "train": {"steps": 200, "optimizer": "adam", "lr": 1e-3, "momentum": 0.0, "nesterov": False,
               "weight_decay": 0.0, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "eps_root": 0.0,
               "rms_decay": 0.99, "initial_accumulator_value": 0.0, "eps_in_sqrt": False,
-              "clip_grad_norm": 0.0, "grad_accum_steps": 1, "dtype": "f32", "record_steps": []},
+              "clip_grad_norm": 0.0, "clip_placement": "after_mean", "grad_accum_steps": 1,
+              "dtype": "f32", "record_steps": []},
 }
 
 
@@ -103,6 +104,9 @@ def load_case(path, overrides):
     if case["train"]["eps_in_sqrt"]:
         problems.append("train.eps_in_sqrt = true (torch's RMSprop and Adagrad add eps after "
                         "the square root only)")
+    if case["train"]["clip_placement"] != "after_mean":
+        problems.append(f"train.clip_placement = {case['train']['clip_placement']!r} (DDP "
+                        "averages the gradients during backward, before the loop can clip)")
     if case["train"]["optimizer"] in ("rmsprop", "adagrad") and case["train"]["momentum"] != 0:
         problems.append(f"train.momentum != 0 with {case['train']['optimizer']}")
     if problems:
