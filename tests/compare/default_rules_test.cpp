@@ -7,6 +7,7 @@
 
 
 #include "parity/compare/compare.h"
+#include "default_rule_checks.h"
 #include "real_runs.h"
 
 namespace parity::compare {
@@ -36,20 +37,6 @@ std::string small_case_with(const std::string& layers) {
 
 ComparisonResult compare(const std::filesystem::path& a, const std::filesystem::path& b) {
   return compare_run_dirs(a, b, CompareOptions{});
-}
-
-// Every default rule on its own: the ids that match the pair.
-std::vector<std::string> matching(const std::filesystem::path& a, const std::filesystem::path& b) {
-  return matching_default_rules(read_run_dir(a), read_run_dir(b), CompareOptions{});
-}
-
-using Ids = std::vector<std::string>;
-
-// The number after `label` in `text` ("lambda = 0.00935" -> 0.00935).
-double number_after(const std::string& text, const std::string& label) {
-  const size_t at = text.find(label);
-  EXPECT_NE(at, std::string::npos) << "no \"" << label << "\" in: " << text;
-  return at == std::string::npos ? 0 : std::stod(text.substr(at + label.size()));
 }
 
 std::filesystem::path decay_run(const std::string& name, const std::string& subcommand,

@@ -5,30 +5,18 @@
 #include <gtest/gtest.h>
 
 #include "parity/compare/compare.h"
+#include "default_rule_checks.h"
 #include "real_runs.h"
 
 namespace parity::compare {
 namespace {
 
 using ::testing::HasSubstr;
-using Ids = std::vector<std::string>;
-
 std::filesystem::path smoothed_run(const std::string& name, const std::string& subcommand,
                                    const std::string& form) {
   return testing::shared_run(
       name, subcommand,
       "--set model.label_smoothing=0.2 --set model.label_smoothing_form=" + form);
-}
-
-std::vector<std::string> matching(const std::filesystem::path& a, const std::filesystem::path& b) {
-  return matching_default_rules(read_run_dir(a), read_run_dir(b), CompareOptions{});
-}
-
-// The number after `label` in `text`.
-double number_after(const std::string& text, const std::string& label) {
-  const size_t at = text.find(label);
-  EXPECT_NE(at, std::string::npos) << "no \"" << label << "\" in: " << text;
-  return at == std::string::npos ? 0 : std::stod(text.substr(at + label.size()));
 }
 
 TEST(LossDefaultRules, FlaxExamplesLossAgainstTorchsIsM11InEitherOrder) {

@@ -6,30 +6,19 @@
 #include <gtest/gtest.h>
 
 #include "parity/compare/compare.h"
+#include "default_rule_checks.h"
 #include "real_runs.h"
 
 namespace parity::compare {
 namespace {
 
 using ::testing::HasSubstr;
-using Ids = std::vector<std::string>;
-
 // Three steps with tensors at steps 0 and 1, the two updates the rules read.
 const std::string kSteps = "--set train.steps=3 --set 'train.record_steps=[0, 1]' ";
 
 std::filesystem::path run(const std::string& name, const std::string& subcommand,
                           const std::string& options) {
   return testing::shared_run(name, subcommand, kSteps + options);
-}
-
-std::vector<std::string> matching(const std::filesystem::path& a, const std::filesystem::path& b) {
-  return matching_default_rules(read_run_dir(a), read_run_dir(b), CompareOptions{});
-}
-
-double number_after(const std::string& text, const std::string& label) {
-  const size_t at = text.find(label);
-  EXPECT_NE(at, std::string::npos) << "no \"" << label << "\" in: " << text;
-  return at == std::string::npos ? 0 : std::stod(text.substr(at + label.size()));
 }
 
 // The first diagnosis of the pair, after checking that `id`'s rule alone matches it on its own
