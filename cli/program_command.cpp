@@ -58,7 +58,7 @@ void print_mapped_program(const CaseSpec& spec) {
       std::accumulate(input.begin(), input.end(), int64_t{1}, std::multiplies<>());
   const pe::Tree params =
       cases::params_from_tensors(make_init_params(spec), cases::name_separator(spec.model));
-  const pe::Tree opt_state = cases::make_optimizer(spec.train).init(params);
+  const pe::Tree opt_state = engine_trainer::step_optimizer(spec).init(params);
   const int64_t outputs = layers ? infer_model_shapes(spec.model.layers, input).output.back()
                                  : spec.model.widths.back();
   const pe::Array x = pe::zeros({1, batch, input_dim});
@@ -101,8 +101,11 @@ void register_program_command(CLI::App& app) {
   command->callback([arguments] {
     const CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
     const pe::ScopedJaxRelease release = cases::case_jax_release(spec);
+    // A widths model's step is seed 002's jitted one, unless what it does happens across the
+    // devices (a shard_map program; clipping each device's gradient before the mean).
     if (spec.model.layers.empty() &&
-        !find_engine_program(spec.scenario.engine_program).runs_under_shard_map) {
+        !find_engine_program(spec.scenario.engine_program).runs_under_shard_map &&
+        spec.train.clip_placement == "after_mean") {
       print_widths_program(spec);
     } else {
       print_mapped_program(spec);

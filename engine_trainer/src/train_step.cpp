@@ -16,6 +16,7 @@
 #include "mlp_program.h"
 #include "parity/common/engine_programs.h"
 #include "parity/engine_trainer/engine_trainer.h"
+#include "parity/engine_trainer/mapped_train_step.h"
 #include "pmap_engine/collectives.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/random_ops.h"

@@ -6,7 +6,6 @@
 
 #include "parity/common/case_spec.h"
 #include "parity/engine_trainer/engine_trainer.h"
-#include "pmap_engine/optim.h"
 
 namespace parity::engine_trainer {
 
@@ -20,9 +19,5 @@ struct DeviceStepFunction {
 };
 DeviceStepFunction device_step_function(const CaseSpec& spec,
                                         const EngineStepOptions& step_options);
-
-// The optimizer that step applies (its state is the step's opt_state): the case's, without the
-// clipping by global norm, which the step does itself where the case places it.
-pe::optim::GradientTransformation step_optimizer(const CaseSpec& spec);
 
 }  // namespace parity::engine_trainer

@@ -13,11 +13,11 @@
 #include "parity/common/digest.h"
 #include "parity/common/init_params.h"
 #include "parity/common/tensor_file.h"
+#include "parity/engine_trainer/mapped_train_step.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/random.h"
 #include "pmap_engine/random_ops.h"
 #include "scenario_programs.h"
-#include "train_step.h"
 
 namespace parity::engine_trainer {
 namespace {

@@ -193,5 +193,22 @@ TEST(EngineOverridesRun, AnInitOverrideGivesTheEngineItsOwnInitFile) {
   EXPECT_NE(torch_init, flax_init);
 }
 
+// `parity program` prints the step the engine trains: clipping each device's gradient before the
+// mean is the mapped step. Its gradients' psums: the unclipped mean (what grad_norm reports),
+// then, after the device's own global norm (its sqrt), the mean of the clipped gradients.
+TEST(MigrationDefaultsProgram, ClippingBeforeTheMeanPrintsTheMappedStep) {
+  const auto result = run_command(
+      fmt::format("{} program m13-clip-before-mean --set train.clip_placement=before_mean", kParity),
+      120);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const std::string& text = result.output;
+  const size_t sqrt_at = text.find("= sqrt ");
+  const size_t last_psum = text.rfind("= psum[");
+  ASSERT_NE(sqrt_at, std::string::npos) << text;
+  ASSERT_NE(last_psum, std::string::npos) << text;
+  EXPECT_NE(text.find("= psum["), last_psum) << "one psum for each mean";
+  EXPECT_LT(sqrt_at, last_psum);
+}
+
 }  // namespace
 }  // namespace parity

@@ -10,6 +10,7 @@
 
 #include "parity/common/case_spec.h"
 #include "parity/engine_trainer/engine_trainer.h"
+#include "pmap_engine/optim.h"
 
 namespace parity::engine_trainer {
 
@@ -35,5 +36,10 @@ class MappedTrainStep {
 // The step of `step.program` on `devices`; throws as make_pmap_train_step does.
 MappedTrainStep make_mapped_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
                                        const EngineStepOptions& step = {});
+
+// The optimizer the step applies (its state is the step's opt_state): the case's, without the
+// clipping by global norm, which the step does itself where the case places it
+// (train.clip_placement).
+pe::optim::GradientTransformation step_optimizer(const CaseSpec& spec);
 
 }  // namespace parity::engine_trainer
