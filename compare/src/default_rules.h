@@ -23,12 +23,13 @@
 //                               -lr (lambda_A - lambda_B) theta
 //   M9  RMSprop defaults        equal gradients; each run's second update is g1 over its own
 //                               RMSprop denominator, decay or eps placement solved apart
-//                               (optimizer_default_rules.cpp)
 //   M10 Adagrad defaults        ... over sqrt(g0^2 + g1^2 + c), the floors c (start + eps
 //                               inside the root) apart
 //   M11 label smoothing form    the losses apart by a constant from the first step, H(q) of
 //                               the Flax examples' targets at an eps solved from it; the
 //                               logits layer's bias gradients apart by the targets' difference
+//   M13 clipping placement      the averaged gradients' norms before clipping agree, the applied
+//                               gradients point apart and one is shorter than the mean
 #pragma once
 
 #include <optional>
@@ -38,21 +39,21 @@
 
 namespace parity::compare {
 
+// default_rules.cpp: M1, M6 and M7.
 std::optional<Diagnosis> initialiser_rule(const RunPair& runs, const Findings& findings);
+std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& findings);
+// layer_output_rules.cpp: M3, M4 and M5, by the first diverging layer's kind.
 std::optional<Diagnosis> diverging_layer_rule(const RunPair& runs, const Findings& findings);
+// batch_norm_rules.cpp: M2 and M12.
 std::optional<Diagnosis> batch_norm_momentum_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> batch_norm_sync_rule(const RunPair& runs, const Findings& findings);
-// M13 (clipping_rule.cpp): the averaged gradients' norms before clipping agree, the applied
-// gradients point apart and one is shorter: one run clipped each device's gradient before the
-// mean.
-std::optional<Diagnosis> clip_placement_rule(const RunPair& runs, const Findings& findings);
-std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& findings);
-// optimizer_default_rules.cpp
+// optimizer_default_rules.cpp: M9 and M10.
 std::optional<Diagnosis> rmsprop_defaults_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> adagrad_defaults_rule(const RunPair& runs, const Findings& findings);
-// M11 (loss_default_rules.cpp): the losses apart by a constant H(q) from the first step, the
-// gradients nearly equal: one side reports the flax examples' KL form of a label-smoothed loss.
+// loss_default_rules.cpp: M11.
 std::optional<Diagnosis> label_smoothing_rule(const RunPair& runs, const Findings& findings);
+// clipping_rule.cpp: M13.
+std::optional<Diagnosis> clip_placement_rule(const RunPair& runs, const Findings& findings);
 
 // Every rule above, each on its own (diagnose() orders them among the other rules and stops at
 // the first that matches): matching_default_rules (compare.h) runs them all.
