@@ -58,6 +58,9 @@ struct Buffer {
 namespace ir {
 class TraceContext;
 }
+namespace runtime {
+class DeviceBlocks;
+}
 
 class Array {
  public:
@@ -75,6 +78,10 @@ class Array {
   // jax.ShapeDtypeStruct(shape, dtype): an array's type without values or storage, for
   // eval_shape (transforms.h). Reading its values is an error.
   static Array shape_dtype_struct(Shape shape, DType dtype);
+  // A mapped call's output that stays on its devices (runtime/device_blocks.h): its global
+  // value is assembled the first time buffer() is read.
+  static Array on_devices(std::shared_ptr<const runtime::DeviceBlocks> blocks, DType dtype,
+                          Shape shape);
 
   bool valid() const { return impl_ != nullptr; }
   const Shape& shape() const;
@@ -98,13 +105,22 @@ class Array {
   // jit's donate_argnums: hands this array's storage to the callee. The array is deleted
   // afterwards and any later read is an error, as for a donated jax.Array.
   Buffer donate();
+  // Donation to a mapped call that took the device blocks themselves: deletes the array
+  // without assembling its global value.
+  void donate_device_blocks();
   bool is_deleted() const { return impl_ && impl_->deleted; }
+  // The blocks of an array a mapped call left on its devices; null for any other array.
+  const runtime::DeviceBlocks* device_blocks() const { return impl_ ? impl_->blocks.get() : nullptr; }
 
  private:
+  // The errors of buffer() on an array without values (deleted, a tracer, a ShapeDtypeStruct).
+  void check_concrete(const char* what) const;
+
   struct Impl {
     DType dtype = DType::f32;
     Shape shape;
     Buffer buffer;                      // concrete arrays
+    std::shared_ptr<const runtime::DeviceBlocks> blocks;  // or concrete, left on devices
     ir::TraceContext* trace = nullptr;  // tracers
     int var = -1;
     bool deleted = false;

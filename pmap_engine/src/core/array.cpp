@@ -4,6 +4,7 @@
 
 #include "ir/trace.h"
 #include "runtime/buffer_pool.h"
+#include "runtime/device_blocks.h"
 
 namespace pmap_engine {
 namespace {
@@ -122,6 +123,16 @@ Array Array::shape_dtype_struct(Shape shape, DType dtype) {
   return array;
 }
 
+Array Array::on_devices(std::shared_ptr<const runtime::DeviceBlocks> blocks, DType dtype,
+                        Shape shape) {
+  Array array;
+  array.impl_ = std::make_shared<Impl>();
+  array.impl_->dtype = dtype;
+  array.impl_->shape = std::move(shape);
+  array.impl_->blocks = std::move(blocks);
+  return array;
+}
+
 Array Array::from_floats(Shape shape, const std::vector<float>& values) {
   return from_values(DType::f32, std::move(shape), values);
 }
@@ -157,11 +168,19 @@ int Array::var() const { return impl_ ? impl_->var : -1; }
 Buffer Array::donate() {
   Buffer taken = buffer("donation");
   impl_->buffer = Buffer();
+  impl_->blocks.reset();
   impl_->deleted = true;
   return taken;
 }
 
-const Buffer& Array::buffer(const char* what) const {
+void Array::donate_device_blocks() {
+  check_concrete("donation");
+  impl_->blocks.reset();
+  impl_->buffer = Buffer();
+  impl_->deleted = true;
+}
+
+void Array::check_concrete(const char* what) const {
   if (is_deleted()) {
     throw EngineError(std::string(what) +
                       ": this Array has been deleted: it was donated to a "
@@ -184,7 +203,11 @@ const Buffer& Array::buffer(const char* what) const {
                       ": it has a shape and a dtype only. Pass it to eval_shape, which traces a "
                       "function on such types without computing anything.");
   }
-  return impl_->buffer;
+}
+
+const Buffer& Array::buffer(const char* what) const {
+  check_concrete(what);
+  return impl_->blocks ? impl_->blocks->global() : impl_->buffer;
 }
 
 std::vector<double> Array::to_doubles() const {

@@ -45,6 +45,11 @@ struct VjpArgs {
   }
 };
 
+// An element-wise primitive's f32 computation over a block of `n` elements, for loop fusion
+// (runtime/loop_fusion.h): operand i is operands[i][0 .. n), or the single value operands[i][0]
+// where scalar[i]. It computes exactly what the kernel computes for f32, element for element.
+using F32Block = void (*)(const float* const* operands, const bool* scalar, float* out, size_t n);
+
 struct Primitive {
   std::string name;
   std::function<std::vector<AbstractValue>(const std::vector<AbstractValue>&, const Params&)>
@@ -54,6 +59,8 @@ struct Primitive {
   // Each output element depends only on the same element of each same-shaped input, and the
   // kernel reads it before writing it: an input that dies here may be overwritten in place.
   bool elementwise = false;
+  // Set for the element-wise primitives without params that loop fusion may fuse in f32.
+  F32Block f32_block = nullptr;
   // Collectives (psum, all_gather, axis_index, ...) compute every device's outputs from every
   // device's inputs along a mapped axis, in device order: per_device_inputs[d][i] is input i
   // on device d; the result is [d][output]. `kernel` stays null for them. They run only

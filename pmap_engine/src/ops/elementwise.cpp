@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -224,6 +225,44 @@ T absolute(T x) {
   }
 }
 
+// The F32Block of a primitive whose per-element function is `Fn` (ir/primitive.h): the same
+// computation as its kernel's f32 loop, over a block, for loop fusion. The closure is kept in a
+// static (a C++17 lambda type cannot be default-constructed); the element-wise lambdas capture
+// nothing, so the call inlines and the loops vectorise as the kernel's do.
+template <typename Fn>
+struct F32Blocks {
+  static inline std::optional<Fn> fn;
+
+  static void binary(const float* const* in, const bool* scalar, float* out, size_t n) {
+    const Fn& f = *fn;
+    const float* x = in[0];
+    const float* y = in[1];
+    if (!scalar[0] && !scalar[1]) {
+      for (size_t i = 0; i < n; ++i) out[i] = f(x[i], y[i]);
+    } else if (!scalar[0]) {
+      const float y0 = y[0];
+      for (size_t i = 0; i < n; ++i) out[i] = f(x[i], y0);
+    } else if (!scalar[1]) {
+      const float x0 = x[0];
+      for (size_t i = 0; i < n; ++i) out[i] = f(x0, y[i]);
+    } else {
+      const float value = f(x[0], y[0]);
+      for (size_t i = 0; i < n; ++i) out[i] = value;
+    }
+  }
+
+  static void unary(const float* const* in, const bool* scalar, float* out, size_t n) {
+    const Fn& f = *fn;
+    const float* x = in[0];
+    if (scalar[0]) {
+      const float value = f(x[0]);
+      for (size_t i = 0; i < n; ++i) out[i] = value;
+      return;
+    }
+    for (size_t i = 0; i < n; ++i) out[i] = f(x[i]);
+  }
+};
+
 // --- registration helpers -----------------------------------------------------------------
 
 using Vjp = std::function<std::vector<Array>(const VjpArgs&)>;
@@ -264,6 +303,8 @@ const ir::Primitive* register_binary(const std::string& name, Fn fn, Vjp vjp) {
   };
   primitive.vjp = float_only(std::move(vjp));
   primitive.elementwise = true;
+  F32Blocks<Fn>::fn.emplace(fn);
+  primitive.f32_block = &F32Blocks<Fn>::binary;
   return ir::register_primitive(std::move(primitive));
 }
 
@@ -301,6 +342,8 @@ const ir::Primitive* register_unary(const std::string& name, Fn fn, Vjp vjp) {
   };
   primitive.vjp = float_only(std::move(vjp));
   primitive.elementwise = true;
+  F32Blocks<Fn>::fn.emplace(fn);
+  primitive.f32_block = &F32Blocks<Fn>::unary;
   return ir::register_primitive(std::move(primitive));
 }
 

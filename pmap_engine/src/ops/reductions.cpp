@@ -76,7 +76,22 @@ std::vector<int64_t> group_strides(const Shape& input_shape, const std::vector<i
   return strides;
 }
 
-// Folds each group of x with `combine`, starting from `init`. x: [...], out: reduced shape.
+// Whether `axes` (sorted) are the first axes.count() dimensions, or the last ones.
+bool leading_axes(const std::vector<int64_t>& axes) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] != static_cast<int64_t>(i)) return false;
+  }
+  return true;
+}
+bool trailing_axes(const std::vector<int64_t>& axes, size_t ndim) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] != static_cast<int64_t>(ndim - axes.size() + i)) return false;
+  }
+  return true;
+}
+
+// Folds each group of x with `combine`, starting from `init`, its elements in row-major order
+// (each group's order is the same whichever loop below runs). x: [...], out: reduced shape.
 template <typename Element, typename Combine>
 Buffer reduce_kernel(const Buffer& x, const std::vector<int64_t>& axes,
                      typename Element::Compute init, Combine combine) {
@@ -87,12 +102,28 @@ Buffer reduce_kernel(const Buffer& x, const std::vector<int64_t>& axes,
   const size_t num_groups = out.num_elements();
   std::unique_ptr<Compute[]> accumulators(new Compute[num_groups]);
   std::fill(accumulators.get(), accumulators.get() + num_groups, init);
+  Compute* acc = accumulators.get();
   const Storage* input = x.data<Storage>();
-  for_each_strided<1>(x.shape, {group_strides(x.shape, axes)},
-                      [&](size_t flat_index, const std::array<int64_t, 1>& group) {
-                        Compute& accumulator = accumulators[static_cast<size_t>(group[0])];
-                        accumulator = combine(accumulator, Element::load(input[flat_index]));
-                      });
+  const size_t group_size = num_groups == 0 ? 0 : x.num_elements() / num_groups;
+  if (num_groups > 0 && trailing_axes(axes, x.shape.size())) {
+    // Each group is a contiguous run.
+    for (size_t g = 0; g < num_groups; ++g) {
+      const Storage* run = input + g * group_size;
+      for (size_t i = 0; i < group_size; ++i) acc[g] = combine(acc[g], Element::load(run[i]));
+    }
+  } else if (num_groups > 0 && leading_axes(axes)) {
+    // Row i of the reduced axes adds into every group at once (vectorised across groups).
+    for (size_t i = 0; i < group_size; ++i) {
+      const Storage* row = input + i * num_groups;
+      for (size_t g = 0; g < num_groups; ++g) acc[g] = combine(acc[g], Element::load(row[g]));
+    }
+  } else {
+    for_each_strided<1>(x.shape, {group_strides(x.shape, axes)},
+                        [&](size_t flat_index, const std::array<int64_t, 1>& group) {
+                          Compute& accumulator = acc[static_cast<size_t>(group[0])];
+                          accumulator = combine(accumulator, Element::load(input[flat_index]));
+                        });
+  }
   Storage* output = out.data<Storage>();
   for (size_t i = 0; i < num_groups; ++i) output[i] = Element::store(accumulators[i]);
   return out;
@@ -162,7 +193,8 @@ const ir::Primitive* kReduceSum = ir::register_primitive({
       return std::vector<Buffer>{dispatch_numeric(x.dtype, [&](auto element) {
         using Element = decltype(element);
         using Compute = typename Element::Compute;
-        return reduce_kernel<Element>(x, params.ints("axes"), Compute(0), wrapping_add<Compute>);
+        return reduce_kernel<Element>(x, params.ints("axes"), Compute(0),
+                                      [](Compute a, Compute b) { return wrapping_add(a, b); });
       })};
     },
     reduce_sum_vjp,
@@ -178,8 +210,9 @@ const ir::Primitive* kReduceMax = ir::register_primitive({
       return std::vector<Buffer>{dispatch_all(x.dtype, [&](auto element) {
         using Element = decltype(element);
         using Compute = typename Element::Compute;
-        return reduce_kernel<Element>(x, params.ints("axes"), lowest_value<Compute>(),
-                                      nan_propagating_max<Compute>);
+        return reduce_kernel<Element>(
+            x, params.ints("axes"), lowest_value<Compute>(),
+            [](Compute a, Compute b) { return nan_propagating_max(a, b); });
       })};
     },
     reduce_max_vjp,

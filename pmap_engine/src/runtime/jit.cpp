@@ -121,7 +121,9 @@ Tree Jitted::operator()(const std::vector<Tree>& args) const {
       donated.push_back(donate);
     }
   }
-  runtime::ExecutionResult result = runtime::execute(compiled->program, std::move(inputs), donated);
+  runtime::ExecutionResult result =
+      runtime::execute(compiled->executable->program, std::move(inputs), donated);
+  result.stats.num_ops = static_cast<int64_t>(compiled->program.equations.size());
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     state.last = result.stats;

@@ -3,9 +3,11 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "ir/axis_env.h"
+#include "runtime/device_blocks.h"
 #include "runtime/executor.h"
 #include "runtime/program_cache.h"
 
@@ -115,6 +117,25 @@ std::vector<MeshAxis> global_axes(const Mesh& mesh, const ProcessSpan* span) {
   return axes;
 }
 
+// Where a leaf's blocks live and how they cut it: the mesh's axes and devices (and, across
+// processes, the span), the leaf's sharding and its global shape. An argument left on the
+// devices by an earlier call under the same key is passed on block by block.
+std::string blocks_key(const Mesh& mesh, const LeafSharding& sharding, const Shape& global,
+                       const ProcessSpan* span) {
+  std::string key = mesh.to_string();
+  for (const Device& device : mesh.devices()) key += " " + device.to_string();
+  if (span) key += " of " + std::to_string(span->processes) + " processes";
+  key += " | " + sharding.spec.to_string();
+  if (sharding.squeezed_dim) key += " squeezed " + std::to_string(*sharding.squeezed_dim);
+  return key + " | " + shape_to_string(global);
+}
+
+bool distinct_storage(const DeviceBlocks& resident) {
+  std::set<const ByteStorage*> storages;
+  for (const Buffer& block : resident.blocks()) storages.insert(block.bytes.get());
+  return storages.size() == resident.blocks().size();
+}
+
 }  // namespace
 
 struct MappedFunction::State {
@@ -213,10 +234,12 @@ struct MappedFunction::State {
     }
   }
 
-  // Device p's inputs: fresh blocks of split leaves, shared storage of unsplit ones.
+  // Device p's inputs: the blocks of split leaves (the ones an earlier call left on the
+  // devices under the same layout, else fresh copies), shared storage of unsplit ones.
   std::vector<std::vector<Buffer>> per_device_inputs(
-      const Mesh& mesh, const std::vector<Tree>& args,
-      const std::vector<std::vector<BlockLayout>>& layouts, std::vector<bool>& donated) const {
+      const Mesh& mesh, const std::vector<Tree>& args, const InShardings& in,
+      const std::vector<std::vector<BlockLayout>>& layouts, const ProcessSpan* span,
+      std::vector<bool>& donated) const {
     std::vector<std::vector<Buffer>> per_device(static_cast<size_t>(mesh.size()));
     for (size_t a = 0; a < args.size(); ++a) {
       if (options.static_argnums.count(a)) continue;
@@ -224,15 +247,27 @@ struct MappedFunction::State {
       std::vector<Array> leaves = args[a].leaves();
       for (size_t i = 0; i < leaves.size(); ++i) {
         const BlockLayout& layout = layouts[a][i];
-        const Buffer& source = leaves[i].buffer(options.what.c_str());
-        for (int64_t d = 0; d < mesh.size(); ++d) {
-          per_device[static_cast<size_t>(d)].push_back(layout.is_split() ? layout.extract(source, d)
-                                                                         : source);
+        const DeviceBlocks* resident = leaves[i].device_blocks();
+        const bool reuse = layout.is_split() && resident != nullptr &&
+                           resident->layout_key() ==
+                               blocks_key(mesh, in[a][i], layout.global_shape(), span);
+        if (reuse) {
+          for (int64_t d = 0; d < mesh.size(); ++d) {
+            per_device[static_cast<size_t>(d)].push_back(resident->blocks()[static_cast<size_t>(d)]);
+          }
+        } else {
+          const Buffer& source = leaves[i].buffer(options.what.c_str());
+          for (int64_t d = 0; d < mesh.size(); ++d) {
+            per_device[static_cast<size_t>(d)].push_back(
+                layout.is_split() ? layout.extract(source, d) : source);
+          }
         }
-        // A donated split leaf's blocks are fresh buffers the program may overwrite; the
-        // caller's array is deleted, as a donated jax.Array is.
-        donated.push_back(donate && layout.is_split());
-        if (donate) leaves[i].donate();
+        // A donated split leaf's blocks are the program's to overwrite; the caller's array is
+        // deleted, as a donated jax.Array is. Blocks one storage serves on several devices (an
+        // output replicated along an axis) are not: devices run concurrently, and one could
+        // write what another still reads.
+        donated.push_back(donate && layout.is_split() && (!reuse || distinct_storage(*resident)));
+        if (donate) leaves[i].donate_device_blocks();
       }
     }
     return per_device;
@@ -240,7 +275,8 @@ struct MappedFunction::State {
 
   // The global value of output o from every device's block.
   Array assemble(const Mesh& mesh, const std::vector<std::vector<Buffer>>& per_device, size_t o,
-                 const LeafSharding& sharding, const std::string& name) const {
+                 const LeafSharding& sharding, const std::string& name,
+                 const ProcessSpan* span) const {
     const Buffer& first = per_device[0][o];
     const BlockLayout layout =
         BlockLayout::for_output(mesh, sharding, first.shape, options.what + " output " + name);
@@ -268,12 +304,27 @@ struct MappedFunction::State {
       }
     }
     if (!layout.is_split() && !sharding.squeezed_dim) return Array(first);
-    Buffer global = Buffer::allocate_uninitialized(first.dtype, layout.global_shape());
+    // Each device keeps its block (its representative's where the output is replicated along
+    // an axis); the global value is stitched only when read.
+    std::vector<Buffer> blocks;
     for (int64_t d = 0; d < mesh.size(); ++d) {
-      if (representative(mesh, layout.named_axes(), d) != d) continue;
-      layout.insert(per_device[static_cast<size_t>(d)][o], d, global);
+      blocks.push_back(
+          per_device[static_cast<size_t>(representative(mesh, layout.named_axes(), d))][o]);
     }
-    return Array(global);
+    auto assemble = [mesh, sharding, device_shape = first.shape,
+                     what = options.what + " output " + name](const std::vector<Buffer>& parts) {
+      const BlockLayout output = BlockLayout::for_output(mesh, sharding, device_shape, what);
+      Buffer global = Buffer::allocate_uninitialized(parts.front().dtype, output.global_shape());
+      for (int64_t d = 0; d < mesh.size(); ++d) {
+        if (representative(mesh, output.named_axes(), d) != d) continue;
+        output.insert(parts[static_cast<size_t>(d)], d, global);
+      }
+      return global;
+    };
+    auto resident = std::make_shared<DeviceBlocks>(
+        std::move(blocks), blocks_key(mesh, sharding, layout.global_shape(), span),
+        std::move(assemble));
+    return Array::on_devices(std::move(resident), first.dtype, layout.global_shape());
   }
 };
 
@@ -295,8 +346,8 @@ Tree MappedFunction::operator()(const Mesh& mesh, const std::vector<Tree>& args,
 
   std::vector<bool> donated;
   std::vector<std::vector<Buffer>> per_device =
-      state.per_device_inputs(mesh, args, layouts, donated);
-  MappedExecutionResult result = execute_mapped(compiled.program, std::move(per_device), donated,
+      state.per_device_inputs(mesh, args, in, layouts, span, donated);
+  MappedExecutionResult result = execute_mapped(compiled.executable->program, std::move(per_device), donated,
                                                 global_axes(mesh, span), span);
   {
     std::lock_guard<std::mutex> lock(state.mutex);
@@ -313,7 +364,7 @@ Tree MappedFunction::operator()(const Mesh& mesh, const std::vector<Tree>& args,
   std::vector<Array> outputs;
   for (size_t o = 0; o < shardings.size(); ++o) {
     outputs.push_back(
-        state.assemble(mesh, result.per_device_outputs, o, shardings[o], leaf_name(paths, o)));
+        state.assemble(mesh, result.per_device_outputs, o, shardings[o], leaf_name(paths, o), span));
   }
   return compiled.output.unflatten(outputs);
 }

@@ -65,6 +65,7 @@ const TracedFunction& ProgramCache::get(const std::string& signature,
     }
   }
   TracedFunction traced = trace();  // outside the lock: tracing may take long
+  traced.executable = compile(traced.program);
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.misses;
   return entries_.emplace(signature, std::move(traced)).first->second;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/program.h"
+#include "runtime/compile.h"
 #include "pmap_engine/transforms.h"
 
 namespace pmap_engine::runtime {
@@ -18,6 +19,8 @@ namespace pmap_engine::runtime {
 struct TracedFunction {
   ir::Program program;
   Tree output;  // the result's structure (its leaves are the program's outputs)
+  // What runs: the program compiled (runtime/compile.h); set by ProgramCache::get.
+  std::shared_ptr<const Executable> executable;
 };
 
 // The shape a leaf has inside the traced function (pmap drops the mapped axis).
@@ -39,7 +42,8 @@ std::string call_signature(const std::vector<Tree>& args, const std::set<size_t>
 
 class ProgramCache {
  public:
-  // The program cached under `signature`, or the one `trace` makes (a miss: a compilation).
+  // The program cached under `signature`, or the one `trace` makes and fusion compiles (a
+  // miss: a compilation).
   const TracedFunction& get(const std::string& signature,
                             const std::function<TracedFunction()>& trace);
   CacheStats stats() const;
