@@ -6,7 +6,11 @@
 //   vs correctly rounded  against the double-precision <cmath> value rounded to float (results
 //                         in the normal range; exp flushes results below 2^-126, see below)
 //   vs glibc              against the float <cmath> function the engine called before
-// The bounds are those of the dense sweep recorded in the comments (all floats of the range).
+// The bounds are those of the dense sweeps recorded in the comments (tanh: every float of the
+// range; exp and logistic: every 5th float), maxima over results in the normal range:
+//   tanh      5 ulp vs correctly rounded (at 3.737289), 5 ulp vs glibc; differs from glibc on 40%
+//   exp       1 ulp vs correctly rounded, 1 ulp vs glibc; differs from glibc on 2.7% (x > 0)
+//   logistic  2 ulp vs correctly rounded, 4 ulp vs glibc's 1 / (1 + expf(-x)); differs on 1.2%
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -128,7 +132,7 @@ TEST(XlaMathExp, SpecialValues) {
   EXPECT_EQ(one(xm::exp_f32, -87.5f), 0x1.b2cafp-127f);  // subnormal, here as glibc's
 }
 
-// Dense sweep: all floats with 2^-30 <= x <= 89 and 2^-30 <= -x <= 104 (results below 2^-126
+// Dense sweep: every 5th float with 2^-30 <= x <= 89 and 2^-30 <= -x <= 104 (results below 2^-126
 // are counted apart: XLA flushes them).
 TEST(XlaMathExp, UlpErrorWithinMeasuredBounds) {
   const Worst positive = sweep(
@@ -155,7 +159,7 @@ TEST(XlaMathLogistic, SpecialValues) {
   EXPECT_EQ(one(xm::logistic_f32, 20.0f), 1.0f);  // 1 + 2e-9 rounds to 1
 }
 
-// Dense sweep: all floats with 2^-30 <= |x| <= 104.
+// Dense sweep: every 5th float with 2^-30 <= |x| <= 104.
 TEST(XlaMathLogistic, UlpErrorWithinMeasuredBounds) {
   const Worst worst = sweep(
       xm::logistic_f32, 0x1p-30f, 104.0f, true,
