@@ -19,6 +19,7 @@
 #include "ir/primitive.h"
 #include "ops/broadcasting.h"
 #include "ops/kernel_util.h"
+#include "ops/xla_math.h"
 #include "pmap_engine/ops.h"
 
 namespace pmap_engine {
@@ -143,12 +144,33 @@ Buffer binary_map(const Buffer& a, const Buffer& b, Fn fn) {
   return output;
 }
 
+// out[i] = fn(in[i]); where the primitive has an f32 block function (XLA's own approximation,
+// ops/xla_math.h), every dtype computed in f32 (f32, bf16, f16) goes through it instead, as XLA
+// upcasts bf16/f16 to f32 for these functions.
 template <typename E, typename Fn>
-Buffer unary_map(const Buffer& x, Fn fn) {
+Buffer unary_map(const Buffer& x, Fn fn, xla_math::F32BlockFn f32_block) {
   Buffer output = Buffer::allocate_uninitialized(x.dtype, x.shape);  // written in full
   const auto* in = x.data<typename E::Storage>();
   auto* out = output.data<typename E::Storage>();
   size_t num_elements = x.num_elements();
+  if constexpr (std::is_same_v<typename E::Compute, float>) {
+    if (f32_block != nullptr) {
+      if constexpr (std::is_same_v<typename E::Storage, float>) {
+        f32_block(in, out, num_elements);
+      } else {
+        // bf16/f16: widen a chunk, apply, round back.
+        constexpr size_t kChunk = 256;
+        float chunk[kChunk];
+        for (size_t start = 0; start < num_elements; start += kChunk) {
+          const size_t count = std::min(kChunk, num_elements - start);
+          for (size_t i = 0; i < count; ++i) chunk[i] = E::load(in[start + i]);
+          f32_block(chunk, chunk, count);
+          for (size_t i = 0; i < count; ++i) out[start + i] = E::store(chunk[i]);
+        }
+      }
+      return output;
+    }
+  }
   for (size_t i = 0; i < num_elements; ++i) out[i] = E::store(fn(E::load(in[i])));
   return output;
 }
@@ -232,6 +254,9 @@ T absolute(T x) {
 template <typename Fn>
 struct F32Blocks {
   static inline std::optional<Fn> fn;
+  // A unary primitive's own f32 block function (XLA's approximation), which its kernel runs
+  // instead of `fn` for f32: the fused loop must run it too.
+  static inline xla_math::F32BlockFn f32_block = nullptr;
 
   static void binary(const float* const* in, const bool* scalar, float* out, size_t n) {
     const Fn& f = *fn;
@@ -255,8 +280,17 @@ struct F32Blocks {
     const Fn& f = *fn;
     const float* x = in[0];
     if (scalar[0]) {
-      const float value = f(x[0]);
+      float value = 0;
+      if (f32_block != nullptr) {
+        f32_block(x, &value, 1);
+      } else {
+        value = f(x[0]);
+      }
       for (size_t i = 0; i < n; ++i) out[i] = value;
+      return;
+    }
+    if (f32_block != nullptr) {
+      f32_block(x, out, n);
       return;
     }
     for (size_t i = 0; i < n; ++i) out[i] = f(x[i]);
@@ -325,8 +359,10 @@ const ir::Primitive* register_comparison(const std::string& name, Fn fn) {
   return ir::register_primitive(std::move(primitive));
 }
 
+// `fn` maps one compute value; `f32_block`, when given, replaces it for dtypes computed in f32.
 template <Accepts kSet, typename Fn>
-const ir::Primitive* register_unary(const std::string& name, Fn fn, Vjp vjp) {
+const ir::Primitive* register_unary(const std::string& name, Fn fn, Vjp vjp,
+                                    xla_math::F32BlockFn f32_block = nullptr) {
   ir::Primitive primitive;
   primitive.name = name;
   primitive.abstract_eval = [name](const std::vector<AbstractValue>& in, const Params&) {
@@ -334,15 +370,16 @@ const ir::Primitive* register_unary(const std::string& name, Fn fn, Vjp vjp) {
     check_accepts(name, kSet, in);
     return in;
   };
-  primitive.kernel = [fn](const std::vector<const Buffer*>& in, const Params&) {
+  primitive.kernel = [fn, f32_block](const std::vector<const Buffer*>& in, const Params&) {
     return std::vector<Buffer>{dispatch_family<kSet>(in[0]->dtype, [&](auto element) {
       using E = decltype(element);
-      return unary_map<E>(*in[0], fn);
+      return unary_map<E>(*in[0], fn, f32_block);
     })};
   };
   primitive.vjp = float_only(std::move(vjp));
   primitive.elementwise = true;
   F32Blocks<Fn>::fn.emplace(fn);
+  F32Blocks<Fn>::f32_block = f32_block;
   primitive.f32_block = &F32Blocks<Fn>::unary;
   return ir::register_primitive(std::move(primitive));
 }
@@ -431,9 +468,11 @@ const ir::Primitive* kNeg = register_unary<Accepts::kNum>(
     "neg", [](auto x) { return negate(x); },
     [](const VjpArgs& args) { return std::vector<Array>{neg(ct_of(args))}; });
 
+// f32 (and bf16/f16) as XLA:CPU computes exp; f64 with <cmath>, the oracle runs' precision.
 const ir::Primitive* kExp = register_unary<Accepts::kFloat>(
     "exp", [](auto x) { return std::exp(x); },
-    [](const VjpArgs& args) { return std::vector<Array>{ct_of(args) * ans_of(args)}; });
+    [](const VjpArgs& args) { return std::vector<Array>{ct_of(args) * ans_of(args)}; },
+    xla_math::exp_f32);
 
 const ir::Primitive* kLog = register_unary<Accepts::kFloat>(
     "log", [](auto x) { return std::log(x); },
@@ -446,7 +485,8 @@ const ir::Primitive* kTanh = register_unary<Accepts::kFloat>(
     [](const VjpArgs& args) {
       Array scaled = ct_of(args) * (1.0 - ans_of(args));
       return std::vector<Array>{scaled + scaled * ans_of(args)};
-    });
+    },
+    xla_math::tanh_f32);  // f32 (and bf16/f16) as XLA:CPU computes it
 
 const ir::Primitive* kSqrt = register_unary<Accepts::kFloat>(
     "sqrt", [](auto x) { return std::sqrt(x); },

@@ -18,9 +18,11 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "ir/primitive.h"
 #include "ops/kernel_util.h"
+#include "ops/xla_math.h"
 #include "pmap_engine/ops.h"
 
 namespace pmap_engine {
@@ -55,18 +57,33 @@ std::vector<Buffer> map_floating(const Buffer& in, Fn fn) {
   return {out};
 }
 
-// lax.logistic: 1 / (1 + exp(-x)), the expression lax.py's logistic_impl lowers it to on
-// CPU, evaluated in the compute type (f32 for bf16/f16, rounded once). VJP: the transpose of
-// lax.py's default JVP g * (ans * (1 - ans)).
+// An f32 operand through an f32 block function (ops/xla_math.h).
+std::vector<Buffer> map_f32_block(const Buffer& in, xla_math::F32BlockFn block) {
+  Buffer out = Buffer::allocate_uninitialized(in.dtype, in.shape);  // written in full
+  block(in.data<float>(), out.data<float>(), in.num_elements());
+  return {out};
+}
+
+// lax.logistic: 1 / (1 + exp(-x)), the expression XLA's LogisticExpander rewrites it to on CPU:
+// in f32 (and bf16/f16, computed in f32 and rounded once) with XLA's own exp
+// (xla_math::logistic_f32), in f64 with <cmath>. VJP: the transpose of lax.py's default JVP
+// g * (ans * (1 - ans)).
 const ir::Primitive* kLogistic = ir::register_primitive({
     "logistic",
     [](const std::vector<ir::AbstractValue>& in, const ir::Params&) {
       return floating_unary_type("logistic", in);
     },
     [](const std::vector<const Buffer*>& in, const ir::Params&) {
+      if (in[0]->dtype == DType::f32) return map_f32_block(*in[0], xla_math::logistic_f32);
       return map_floating(*in[0], [](auto v) {
         using T = decltype(v);
-        return T(1) / (T(1) + std::exp(-v));
+        if constexpr (std::is_same_v<T, float>) {
+          float y;
+          xla_math::logistic_f32(&v, &y, 1);
+          return y;
+        } else {
+          return T(1) / (T(1) + std::exp(-v));
+        }
       });
     },
     [](const ir::VjpArgs& args) {
