@@ -72,7 +72,9 @@ bench: build
 	@for suite in $(BUILD_DIR)/bench/parity_bench_*; do \
 	  [ -x "$$suite" ] || continue; \
 	  "$$suite" --benchmark_out=$(BUILD_DIR)/bench-results/$$(basename $$suite).json \
-	            --benchmark_out_format=json || exit 1; \
+	            --benchmark_out_format=json \
+	            --parity_summary_out=$(BUILD_DIR)/bench-results/$$(basename $$suite)-targets.json \
+	            || exit 1; \
 	done
 
 fuzz-build:

@@ -25,6 +25,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -196,6 +197,46 @@ void BM_GlooAllReduce(benchmark::State& state) {
   set_bandwidth_counters(state, participants, num_bytes);
 }
 
+// The machine's streaming bandwidth, the roofline of a reduction over shared memory: c += b over
+// B bytes each, the range split across the cores as the psum kernel splits its own, counted as
+// STREAM counts its Add kernel (3 x B moved: b and c read, c written).
+void BM_AddBandwidth(benchmark::State& state) {
+  const auto num_elements = static_cast<size_t>(state.range(0)) / sizeof(float);
+  std::vector<float> b(num_elements, 1.0f);
+  std::vector<float> c(num_elements, 0.0f);
+  const size_t workers = std::max(1u, std::thread::hardware_concurrency());
+  auto add = [&] {
+    auto range = [&](size_t w) {
+      const size_t begin = num_elements * w / workers;
+      const size_t end = num_elements * (w + 1) / workers;
+      for (size_t i = begin; i < end; ++i) c[i] += b[i];
+    };
+    std::vector<std::thread> threads;
+    for (size_t w = 1; w < workers; ++w) threads.emplace_back(range, w);
+    range(0);
+    for (auto& thread : threads) thread.join();
+  };
+  // Correctness first.
+  add();
+  if (!std::all_of(c.begin(), c.end(), [](float v) { return v == 1.0f; })) {
+    state.SkipWithError("c += b computed a wrong sum");
+    return;
+  }
+  for (auto _ : state) {
+    add();
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GBps"] = benchmark::Counter(
+      3.0 * static_cast<double>(state.range(0)) * static_cast<double>(state.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AddBandwidth)
+    ->ArgName("bytes")
+    ->Arg(16 << 20)
+    ->Arg(64 << 20)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 void grid(benchmark::internal::Benchmark* b) {
   b->ArgNames({"participants", "bytes"})
       ->ArgsProduct({{2, 4, 8}, {4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20}})
@@ -207,11 +248,15 @@ BENCHMARK(BM_EnginePsum)->Apply(grid);
 BENCHMARK(BM_GlooAllReduce)->Apply(grid);
 
 // Keeps each (participants, bytes) run's time and busbw, to print engine / Gloo at the end.
-class RatioReporter : public benchmark::ConsoleReporter {
+class RatioReporter : public SummaryReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& run : runs) {
       if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
+      if (run.run_name.function_name == "BM_AddBandwidth") {
+        add_gbps_[run.run_name.args] = run.counters.at("GBps");
+        continue;
+      }
       Result& result = results_[run.run_name.args][run.run_name.function_name];
       result.seconds = run.real_accumulated_time / static_cast<double>(run.iterations);
       auto busbw = run.counters.find("busbw_GBps");
@@ -222,7 +267,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
   }
 
   // Non-zero when a benchmark failed its correctness check (SkipWithError).
-  int finish() const {
+  int finish() {
+    add_roofline_targets();
     std::cout << "\nengine / Gloo allreduce throughput (>1: engine faster); mapped: pmapped psum on "
                  "resident shards, kernel: the psum kernel alone\n";
     std::cout << fmt::format("{:<34} {:>9} {:>9} {:>14} {:>14}\n", "participants/bytes",
@@ -266,7 +312,24 @@ class RatioReporter : public benchmark::ConsoleReporter {
       return parse(a) < parse(b);
     }
   };
+  // The pmapped psum's busbw over 8 devices against c += b's bandwidth at the same size.
+  void add_roofline_targets() {
+    for (const auto& [bytes_args, add_gbps] : add_gbps_) {
+      const std::string args = "participants:8/" + bytes_args;
+      auto found = results_.find(args);
+      if (found == results_.end()) continue;
+      auto mapped = found->second.find("BM_EngineMappedPsum");
+      if (mapped == found->second.end()) continue;
+      const double ratio = mapped->second.busbw / add_gbps;
+      targets_.add({"psum busbw / c += b bandwidth, 8 devices, " + bytes_args, ratio, ">= 0.5",
+                    ratio >= 0.5,
+                    fmt::format("busbw {:.2f} GB/s, c += b {:.2f} GB/s", mapped->second.busbw,
+                                add_gbps)});
+    }
+  }
+
   std::map<std::string, std::map<std::string, Result>, ArgsOrder> results_;
+  std::map<std::string, double> add_gbps_;  // by "bytes:N"
   bool failed_ = false;
 };
 

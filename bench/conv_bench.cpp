@@ -268,7 +268,7 @@ void register_benchmarks() {
 }
 
 // Google Benchmark's table; the suite fails when a benchmark failed its agreement check.
-class FailureReporter : public benchmark::ConsoleReporter {
+class FailureReporter : public SummaryReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& run : runs) failed_ = failed_ || run.error_occurred;

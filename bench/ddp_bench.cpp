@@ -158,18 +158,20 @@ void BM_DdpTrainStep(benchmark::State& state) {
 }
 BENCHMARK(BM_DdpTrainStep)->Apply(sweep_ranks);
 
-void BM_EnginePmapStep(benchmark::State& state) {
+void run_engine_pmap_step(benchmark::State& state, int64_t num_devices, int64_t per_device_batch) {
   namespace pe = pmap_engine;
-  const int64_t num_devices = state.range(0);
-  const int64_t per_device_batch = 64;
   static const Dataset train = load_fashion_mnist("train");
-  CaseSpec spec = load_case("mlp2-fmnist", {"parallel.replicas=" + std::to_string(num_devices)});
-  // Replicas are checked bit for bit after every call (the correctness check before timing,
-  // and on every timed step too: its cost is part of the engine's number).
+  CaseSpec spec = load_case("mlp2-fmnist", {"parallel.replicas=" + std::to_string(num_devices),
+                                            "data.per_replica_batch=" +
+                                                std::to_string(per_device_batch)});
+  // The step `parity pmap` runs (no replica check on every call, as DDP checks none); the first
+  // call, the correctness check before timing, runs the same program with the replicas compared
+  // bit for bit (pmap's check_replicated_outputs).
+  const pe::DeviceSet devices(static_cast<int>(num_devices));
   engine_trainer::EngineStepOptions checked;
   checked.check_replicas = true;
-  pe::Pmapped step =
-      engine_trainer::make_pmap_train_step(spec, pe::DeviceSet(static_cast<int>(num_devices)), checked);
+  pe::Pmapped checked_step = engine_trainer::make_pmap_train_step(spec, devices, checked);
+  pe::Pmapped step = engine_trainer::make_pmap_train_step(spec, devices, {});
   const NamedTensors init = init_mlp_params(spec.model.widths, 0, 0.01);
   pe::Tree single = cases::params_from_tensors(init);
   pe::Tree params = engine_trainer::replicate(single, num_devices);
@@ -182,7 +184,7 @@ void BM_EnginePmapStep(benchmark::State& state) {
   pe::Array inputs = pe::Array::from_floats({num_devices, per_device_batch, 784}, x);
   pe::Array labels = pe::Array::from_ints({num_devices, per_device_batch}, y);
   try {
-    pe::Tree out = step({params, opt_state, inputs, labels});
+    pe::Tree out = checked_step({params, opt_state, inputs, labels});
     params = out[0];
     opt_state = out[1];
     for (auto _ : state) {
@@ -196,11 +198,17 @@ void BM_EnginePmapStep(benchmark::State& state) {
   }
   report_samples_per_second(state, num_devices * per_device_batch);
 }
+
+void BM_EnginePmapStep(benchmark::State& state) { run_engine_pmap_step(state, state.range(0), 64); }
 BENCHMARK(BM_EnginePmapStep)->Apply(sweep_ranks);
+
+// The same 512 samples on one device: what the 8-device step's work costs without the split.
+void BM_EngineOneDeviceStep512(benchmark::State& state) { run_engine_pmap_step(state, 1, 512); }
+BENCHMARK(BM_EngineOneDeviceStep512)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Prints DDP step time / engine step time for each rank count, and fails the suite when a
 // benchmark failed its correctness check.
-class SpeedupReporter : public benchmark::ConsoleReporter {
+class SpeedupReporter : public SummaryReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& run : runs) {
@@ -209,7 +217,7 @@ class SpeedupReporter : public benchmark::ConsoleReporter {
     }
     ConsoleReporter::ReportRuns(runs);
   }
-  int finish() const {
+  int finish() {
     std::cout << "\nmlp2-fmnist step, ranks x 64 samples: DDP (c10d Reducer over Gloo) vs "
                  "pmap_engine\n";
     for (const auto& [args, by_function] : times_) {
@@ -218,13 +226,35 @@ class SpeedupReporter : public benchmark::ConsoleReporter {
       if (ddp == by_function.end() || engine == by_function.end()) continue;
       std::cout << fmt::format("{:<10} ddp {:8.2f} ms   engine {:8.2f} ms   speedup {:.2f}x\n",
                                args, ddp->second, engine->second, ddp->second / engine->second);
+      if (args == "ranks:8") {
+        const double speedup = ddp->second / engine->second;
+        targets_.add({"DDP step / engine pmap step, 8 x 64, mlp2-fmnist", speedup, ">= 5",
+                      speedup >= 5,
+                      fmt::format("DDP {:.2f} ms, engine {:.2f} ms", ddp->second, engine->second)});
+      }
     }
+    add_split_cost();
     std::cout << blas_summary_line() << "\n";
     if (failed_) std::cout << "FAILED: a benchmark failed its correctness check (see above)\n";
     return failed_ ? 1 : 0;
   }
 
  private:
+  // The engine's 8-device step against its one-device step on the same 512 samples.
+  void add_split_cost() {
+    auto eight = times_.find("ranks:8");
+    auto one = times_.find("");
+    if (eight == times_.end() || one == times_.end()) return;
+    auto split = eight->second.find("BM_EnginePmapStep");
+    auto whole = one->second.find("BM_EngineOneDeviceStep512");
+    if (split == eight->second.end() || whole == one->second.end()) return;
+    const double ratio = split->second / whole->second;
+    targets_.add({"engine 8 devices x 64 / engine 1 device x 512, mlp2-fmnist", ratio, "<= 1.3",
+                  ratio <= 1.3,
+                  fmt::format("8 devices {:.2f} ms, 1 device {:.2f} ms", split->second,
+                              whole->second)});
+  }
+
   std::map<std::string, std::map<std::string, double>> times_;
   bool failed_ = false;
 };

@@ -263,7 +263,7 @@ void register_gemm_benchmarks() {
 
 // Keeps each run's time per iteration and first loss, to print the ratio and check agreement;
 // and the GEMM runs, to print engine vs OpenBLAS GFLOP/s per shape.
-class RatioReporter : public benchmark::ConsoleReporter {
+class RatioReporter : public SummaryReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& run : runs) {
@@ -278,7 +278,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
     }
     ConsoleReporter::ReportRuns(runs);
   }
-  int finish() const {
+  int finish() {
     int status = failed_ ? 1 : 0;
     print_gemms();
     auto engine = seconds_.find("BM_EngineTrainStep");
@@ -296,6 +296,12 @@ class RatioReporter : public benchmark::ConsoleReporter {
                      "different work\n";
         status = 1;
       }
+      const double ratio = engine->second / torch->second;
+      targets_.add({"engine step / LibTorch eager step, mlp2-fmnist, 1 device", ratio, "<= 1.0",
+                    ratio <= 1.0,
+                    fmt::format("engine {:.2f} ms, LibTorch {:.2f} ms", engine->second * 1e3,
+                                torch->second * 1e3)});
+      add_flop_rate(engine->second);
     }
     std::cout << blas_summary_line() << "\n";
     if (failed_) std::cout << "FAILED: a benchmark failed its correctness check (see above)\n";
@@ -322,6 +328,28 @@ class RatioReporter : public benchmark::ConsoleReporter {
           g.flops() / blas->second / 1e9, blas->second / engine->second,
           bitwise == bitwise_.end() ? "?" : (bitwise->second ? "yes" : "no"));
     }
+  }
+
+  // The roofline: the step's GEMM FLOPs (its dot_generals at batch 512) over the step's time,
+  // against cblas_sgemm's rate on the same shapes (the sum of their times alone).
+  void add_flop_rate(double step_seconds) {
+    double flops = 0;
+    double sgemm_seconds = 0;
+    for (const GemmCase& g : gemm_cases()) {
+      if (g.name.rfind("b512/", 0) != 0) continue;
+      auto blas = seconds_.find("BM_OpenBlasGemm/" + g.name);
+      if (blas == seconds_.end()) return;  // filtered out: no roofline in this run
+      flops += g.flops();
+      sgemm_seconds += blas->second;
+    }
+    if (flops == 0) return;
+    const double ratio = sgemm_seconds / step_seconds;
+    targets_.add({"step FLOP rate / cblas_sgemm's on the step's GEMM shapes", ratio, ">= 0.6",
+                  ratio >= 0.6,
+                  fmt::format("{:.0f} MFLOP per step: {:.1f} GFLOP/s in the step, {:.1f} in "
+                              "sgemm alone ({:.2f} ms)",
+                              flops / 1e6, flops / step_seconds / 1e9, flops / sgemm_seconds / 1e9,
+                              sgemm_seconds * 1e3)});
   }
 
   std::map<std::string, double> seconds_;

@@ -34,6 +34,13 @@ struct JitOptions {
 struct CacheStats {
   int64_t hits = 0;
   int64_t misses = 0;  // traces (compilations)
+  // The last miss, cold: tracing the function, then compiling its program (runtime/compile.h).
+  double last_trace_seconds = 0;
+  double last_compile_seconds = 0;
+  // What the compilation made of it: equations that run, and traced ones fused or folded.
+  int64_t compiled_equations = 0;
+  int64_t fused_equations = 0;
+  int64_t folded_transposes = 0;
 };
 
 struct ExecutionStats {

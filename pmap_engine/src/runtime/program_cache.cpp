@@ -1,5 +1,6 @@
 #include "runtime/program_cache.h"
 
+#include <chrono>
 #include <sstream>
 
 #include "ir/trace.h"
@@ -64,10 +65,19 @@ const TracedFunction& ProgramCache::get(const std::string& signature,
       return found->second;
     }
   }
-  TracedFunction traced = trace();  // outside the lock: tracing may take long
+  // Outside the lock: tracing and compiling may take long.
+  const auto start = std::chrono::steady_clock::now();
+  TracedFunction traced = trace();
+  const auto traced_at = std::chrono::steady_clock::now();
   traced.executable = compile(traced.program);
+  const auto compiled_at = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.misses;
+  stats_.last_trace_seconds = std::chrono::duration<double>(traced_at - start).count();
+  stats_.last_compile_seconds = std::chrono::duration<double>(compiled_at - traced_at).count();
+  stats_.compiled_equations = static_cast<int64_t>(traced.executable->program.equations.size());
+  stats_.fused_equations = traced.executable->fused_equations;
+  stats_.folded_transposes = traced.executable->folded_transposes;
   return entries_.emplace(signature, std::move(traced)).first->second;
 }
 
