@@ -176,7 +176,9 @@ compare::CompareOptions::SpeedRuns speed_runs(const GateArguments& arguments,
           "of each (the i-th of both made one after the other)",
           arguments.speed_baseline.size(), arguments.speed_candidate.size()));
     }
-    for (const std::string& dir : arguments.speed_baseline) baseline_runs.push_back(read_run_dir(dir));
+    for (const std::string& dir : arguments.speed_baseline) {
+      baseline_runs.push_back(read_run_dir(dir));
+    }
     for (const std::string& dir : arguments.speed_candidate) {
       candidate_runs.push_back(read_run_dir(dir));
     }

@@ -3,8 +3,9 @@
 // when run A is markedly slower or larger than the reference. Throughput compares steady-state
 // samples per second (global batch / median step time after the first step); the first step,
 // which holds compilation or warm-up, is reported apart. The gate judges throughput by the
-// confidence interval of the step-time median ratio instead (speed_verdict.h). Memory compares the largest per-replica
-// peak, stating how each producer measured it: the two methods need not count the same bytes.
+// confidence interval of the step-time median ratio instead (speed_verdict.h). Memory compares
+// the largest per-replica peak, stating how each producer measured it: the two methods need not
+// count the same bytes.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -26,8 +26,8 @@ double median_of(std::vector<double>& values) {
                    values.end());
   const double upper = values[middle];
   if (values.size() % 2 == 1) return upper;
-  const double lower = *std::max_element(values.begin(),
-                                         values.begin() + static_cast<std::ptrdiff_t>(middle));
+  const double lower =
+      *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle));
   return (lower + upper) / 2;
 }
 
@@ -62,9 +62,9 @@ void check_runs(const std::vector<StepTimes>& runs, const char* side) {
     }
     for (const double seconds : runs[i]) {
       if (!std::isfinite(seconds) || seconds <= 0) {
-        throw InputError(fmt::format(
-            "{} run {} has a step time of {} s: step times must be positive and finite", side,
-            i + 1, seconds));
+        throw InputError(
+            fmt::format("{} run {} has a step time of {} s: step times must be positive and finite",
+                        side, i + 1, seconds));
       }
     }
   }
@@ -149,7 +149,7 @@ SpeedInterval judge_speed(const std::vector<StepTimes>& baseline_runs,
   const double tail = (1 - options.confidence) / 2;
   interval.low = quantile_of_sorted(ratios, tail);
   interval.high = quantile_of_sorted(ratios, 1 - tail);
-  interval.verdict = interval.low >= options.threshold ? "pass"
+  interval.verdict = interval.low >= options.threshold   ? "pass"
                      : interval.high < options.threshold ? "fail"
                                                          : "inconclusive";
   return interval;

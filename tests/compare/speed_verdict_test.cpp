@@ -148,8 +148,7 @@ TEST(SpeedVerdict, NinetyPercentIntervalsHoldTheTrueRatioAsOftenAsTheirBlocksAll
       held += interval.low <= truth && truth <= interval.high ? 1 : 0;
     }
     const double coverage = static_cast<double>(held) / kDraws;
-    std::cout << fmt::format("coverage of the 90% interval, {} pair(s): {:.3f}\n", pairs,
-                             coverage);
+    std::cout << fmt::format("coverage of the 90% interval, {} pair(s): {:.3f}\n", pairs, coverage);
     EXPECT_GE(coverage, least_coverage) << pairs << " pair(s)";
     // Not so wide that it could never fail a slower candidate.
     EXPECT_LE(coverage, 0.99) << pairs << " pair(s)";
