@@ -83,8 +83,9 @@ StepTimes steady_step_times(const RunDir& run) {
   if (!records_step_times(run)) {
     throw InputError(fmt::format(
         "{}: the speed verdict needs a positive step_seconds at every step and at least {} "
-        "steps after the first (ddp_ref and pmap_engine record them); record each step's wall "
-        "time as step_seconds, or train more steps",
+        "steps after the first (ddp_ref and pmap_engine record them); log each step's wall "
+        "time in your job and import it with parity import metrics --map step_seconds=NAME, "
+        "or train more steps",
         (run.dir / "metrics.jsonl").string(), kMinSteadySteps));
   }
   StepTimes times;
