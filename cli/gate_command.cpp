@@ -7,7 +7,8 @@
 // Throughput is judged by the confidence interval of the step-time median ratio
 // (compare/speed_verdict.h): from the two runs' steps, or from interleaved reruns of both,
 // A B A B ... (--speed-reruns N, by the producers that made them; or --speed-baseline DIR...
-// --speed-candidate DIR... made elsewhere). Exit 5 when the interval straddles the threshold.
+// --speed-candidate DIR... made elsewhere). Exit 5 when the interval straddles the threshold,
+// or lies below it from fewer than compare::kMinPairsToFail pairs.
 #include <fmt/format.h>
 
 #include <iostream>
@@ -214,8 +215,9 @@ void register_gate_command(CLI::App& app, int& exit_status) {
       "(compare's checks, plus throughput and memory thresholds that fail), with tolerances "
       "calibrated from reruns when the baseline holds them for this platform; throughput judged by "
       "the confidence interval of the step-time median ratio. Exit 0 pass, 1 fail, 2 bad "
-      "input, 3 a run is incomplete, 5 inconclusive (the interval straddles the throughput "
-      "threshold: rerun with more repetitions)");
+      "input, 3 a run is incomplete, 5 inconclusive (the throughput interval straddles the "
+      "threshold, or lies below it from fewer than 3 pairs of runs: rerun with more "
+      "repetitions, --speed-reruns N)");
   command->add_option("--baseline", arguments->baseline, "the golden run directory")->required();
   auto* candidate =
       command->add_option("--candidate", arguments->candidate, "the run directory to judge");

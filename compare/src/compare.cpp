@@ -92,12 +92,12 @@ std::string make_headline(const ComparisonResult& result, const RunPair& runs, b
     }
     if (result.verdict == Verdict::kInconclusive && result.speed) {
       return fmt::format(
-          "Inconclusive, rerun with more repetitions: the other checks pass, but A/B throughput "
-          "{}x has the {:.0f}% interval [{}, {}] over {} pair(s) of runs, which straddles "
-          "the {}x threshold.",
-          format_number(result.speed->throughput_ratio), result.speed->confidence * 100,
-          format_number(result.speed->low), format_number(result.speed->high),
-          result.speed->pairs, format_number(result.speed->threshold));
+          "Inconclusive, rerun with more repetitions: the other checks pass, but throughput is "
+          "undecided against the {}x threshold (A/B {}x, {}% interval [{}, {}] over {} "
+          "pair(s) of runs; see Throughput).",
+          format_number(result.speed->threshold), format_number(result.speed->throughput_ratio),
+          format_number(result.speed->confidence * 100), format_number(result.speed->low),
+          format_number(result.speed->high), result.speed->pairs);
     }
     if (float_noise) {
       return fmt::format(

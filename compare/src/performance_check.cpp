@@ -73,6 +73,13 @@ Check judge_by_interval(Check check, const std::string& comparison, const SpeedI
   } else if (speed.verdict == "pass") {
     check.status = CheckStatus::kPass;
     judgement = fmt::format("at or above the {}x threshold", format_number(speed.threshold));
+  } else if (speed.high < speed.threshold) {
+    check.status = CheckStatus::kWarn;
+    judgement = fmt::format(
+        "inconclusive, rerun with more repetitions (below the {}x threshold, but {} pair(s) of "
+        "runs cannot tell a slower candidate from a slower moment of the machine: parity gate "
+        "--speed-reruns {} or more)",
+        format_number(speed.threshold), speed.pairs, kMinPairsToFail);
   } else {
     check.status = CheckStatus::kWarn;
     judgement = fmt::format(
@@ -82,11 +89,11 @@ Check judge_by_interval(Check check, const std::string& comparison, const SpeedI
   }
   // The verdict within the terminal summary's line: ratio, interval, judgement first.
   check.summary = fmt::format(
-      "A/B throughput {}x, {:.0f}% interval [{}, {}]: {}; the ratio of step-time medians over "
+      "A/B throughput {}x, {}% interval [{}, {}]: {}; the ratio of step-time medians over "
       "{} pair(s) of runs ({} and {} steady steps).",
-      format_number(speed.throughput_ratio), speed.confidence * 100, format_number(speed.low),
-      format_number(speed.high), judgement, speed.pairs, speed.candidate_steps,
-      speed.baseline_steps);
+      format_number(speed.throughput_ratio), format_number(speed.confidence * 100),
+      format_number(speed.low), format_number(speed.high), judgement, speed.pairs,
+      speed.candidate_steps, speed.baseline_steps);
   check.details.push_back(fmt::format("the given runs: {}", comparison));
   if (speed.pairs == 1) {
     check.details.push_back(

@@ -150,9 +150,11 @@ SpeedInterval judge_speed(const std::vector<StepTimes>& baseline_runs,
   const double tail = (1 - options.confidence) / 2;
   interval.low = quantile_of_sorted(ratios, tail);
   interval.high = quantile_of_sorted(ratios, 1 - tail);
-  interval.verdict = interval.low >= options.threshold   ? "pass"
-                     : interval.high < options.threshold ? "fail"
-                                                         : "inconclusive";
+  const bool below = interval.high < options.threshold;
+  const bool enough_pairs_to_fail = interval.pairs >= kMinPairsToFail;
+  interval.verdict = interval.low >= options.threshold ? "pass"
+                     : below && enough_pairs_to_fail   ? "fail"
+                                                       : "inconclusive";
   return interval;
 }
 

@@ -3,6 +3,7 @@
 // off, slower steps, more memory) judged by the calibrated gate and by the thresholds, and the
 // throughput interval from the runs' own steps or from interleaved reruns.
 #include "parity/compare/gate.h"
+#include "parity/compare/speed_verdict.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -79,8 +80,17 @@ void set_step_times(const fs::path& run, double factor, double spread = 0.002) {
   }
 }
 
+// `options` judging speed from `pairs` interleaved pairs: copies of `baseline`'s and
+// `candidate`'s steady step times.
+CompareOptions with_speed_pairs(CompareOptions options, const fs::path& baseline,
+                                const fs::path& candidate, int64_t pairs) {
+  options.speed->b.assign(pairs, steady_step_times(read_run_dir(baseline)));
+  options.speed->a.assign(pairs, steady_step_times(read_run_dir(candidate)));
+  return options;
+}
+
 // The gate judges throughput by the interval of the step-time median ratio from metrics.jsonl
-// (speed_verdict.h), no longer by run.json's two medians.
+// (speed_verdict.h), no longer by run.json's two medians; one pair never fails.
 TEST(Gate, ThroughputAndMemoryPastTheirThresholdsFail) {
   testing::TempDir dir;
   const fs::path baseline_dir = copy_run(ddp_run(), dir.path("baseline"));
@@ -89,21 +99,33 @@ TEST(Gate, ThroughputAndMemoryPastTheirThresholdsFail) {
   const fs::path slower = copy_run(ddp_run(), dir.path("slower"));
   // 6% fewer samples/s: every step time x 1/0.94.
   set_step_times(slower, 1 / 0.94);
-  const ComparisonResult at_5 =
-      compare_runs(read_run_dir(slower), baseline, gate_options({0.05, 0.10}, std::nullopt));
+  const ComparisonResult at_5 = compare_runs(
+      read_run_dir(slower), baseline,
+      with_speed_pairs(gate_options({0.05, 0.10}, std::nullopt), baseline_dir, slower, 3));
   EXPECT_EQ(status_of(at_5, "throughput"), CheckStatus::kFail);
   EXPECT_THAT(testing::find_check(at_5, "throughput").summary,
               HasSubstr("below the 0.95x failure threshold"));
   ASSERT_TRUE(at_5.speed.has_value());
   EXPECT_NEAR(at_5.speed->throughput_ratio, 0.94, 1e-12);
   EXPECT_LT(at_5.speed->high, 0.95);
-  EXPECT_EQ(at_5.speed->pairs, 1);
-  EXPECT_EQ(at_5.speed->candidate_steps, 9);  // the first step, with its warm-up, left out
+  EXPECT_EQ(at_5.speed->pairs, 3);
+  EXPECT_EQ(at_5.speed->candidate_steps, 27);  // each run's first step, its warm-up, left out
   EXPECT_EQ(at_5.verdict, Verdict::kNotEquivalent);
-  const ComparisonResult at_7 =
-      compare_runs(read_run_dir(slower), baseline, gate_options({0.07, 0.10}, std::nullopt));
+  const ComparisonResult at_7 = compare_runs(
+      read_run_dir(slower), baseline,
+      with_speed_pairs(gate_options({0.07, 0.10}, std::nullopt), baseline_dir, slower, 3));
   EXPECT_EQ(status_of(at_7, "throughput"), CheckStatus::kPass);
   EXPECT_GE(at_7.speed->low, 0.93);
+
+  // The two runs alone, one pair: below the threshold, but no failure: rerun.
+  const ComparisonResult one_pair =
+      compare_runs(read_run_dir(slower), baseline, gate_options({0.05, 0.10}, std::nullopt));
+  EXPECT_EQ(one_pair.speed->pairs, 1);
+  EXPECT_LT(one_pair.speed->high, 0.95);
+  EXPECT_EQ(status_of(one_pair, "throughput"), CheckStatus::kWarn);
+  EXPECT_THAT(testing::find_check(one_pair, "throughput").summary,
+              HasSubstr("1 pair(s) of runs cannot tell a slower candidate from a slower moment"));
+  EXPECT_EQ(one_pair.verdict, Verdict::kInconclusive);
 
   const fs::path larger = copy_run(ddp_run(), dir.path("larger"));
   edit_run_json(larger, [](nlohmann::json& info) {
