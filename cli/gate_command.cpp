@@ -6,7 +6,7 @@
 //                                                    real PyTorch or JAX job, imported)
 // Throughput is judged by the confidence interval of the step-time median ratio
 // (compare/speed_verdict.h): from the two runs' steps, or from interleaved reruns of both,
-// A B A B ... (--speed-reruns N, by the producers that made them; or --speed-baseline DIR...
+// A B, B A, ... (--speed-reruns N, by the producers that made them; or --speed-baseline DIR...
 // --speed-candidate DIR... made elsewhere). Exit 5 when the interval straddles the threshold,
 // or lies below it from fewer than compare::kMinPairsToFail pairs.
 #include <fmt/format.h>
@@ -145,9 +145,9 @@ std::vector<std::vector<double>> step_times_of(const std::vector<RunDir>& runs, 
   return times;
 }
 
-// The interleaved reruns the throughput verdict is judged from: `count` pairs made here, the
-// baseline's case then the candidate's, A B A B ..., so that both halves of a pair see the same
-// machine; or the runs given by --speed-baseline / --speed-candidate.
+// The interleaved reruns the throughput verdict is judged from: `count` pairs made here, one
+// run of the baseline's case and one of the candidate's after the other, so that both halves of
+// a pair see the same machine; or the runs given by --speed-baseline / --speed-candidate.
 compare::CompareOptions::SpeedRuns speed_runs(const GateArguments& arguments,
                                               const RunDir& baseline, const RunDir& candidate) {
   compare::CompareOptions::SpeedRuns runs;
@@ -162,13 +162,26 @@ compare::CompareOptions::SpeedRuns speed_runs(const GateArguments& arguments,
     const CaseRerunner baseline_rerunner(baseline, work / "baseline", instead);
     const CaseRerunner candidate_rerunner(candidate, work / "candidate", instead);
     const int64_t count = arguments.speed_reruns;
-    for (int64_t i = 0; i < count; ++i) {
+    const auto rerun_baseline_case = [&](int64_t i) {
       baseline_runs.push_back(baseline_rerunner.rerun(
           work / fmt::format("baseline-{}", i),
           fmt::format("speed pair {} of {}: the baseline's case", i + 1, count)));
+    };
+    const auto rerun_candidate_case = [&](int64_t i) {
       candidate_runs.push_back(candidate_rerunner.rerun(
           work / fmt::format("candidate-{}", i),
           fmt::format("speed pair {} of {}: the candidate's case", i + 1, count)));
+    };
+    // A B, B A, A B, ...: the second run of a pair can be slower for being second (the load
+    // test measured up to 1.2% here); alternating the order cancels it.
+    for (int64_t i = 0; i < count; ++i) {
+      if (i % 2 == 0) {
+        rerun_baseline_case(i);
+        rerun_candidate_case(i);
+      } else {
+        rerun_candidate_case(i);
+        rerun_baseline_case(i);
+      }
     }
   } else {
     if (arguments.speed_baseline.size() != arguments.speed_candidate.size()) {
@@ -247,8 +260,9 @@ void register_gate_command(CLI::App& app, int& exit_status) {
       ->check(number_in(1, 1000));
   auto* speed_reruns = command->add_option(
       "--speed-reruns", arguments->speed_reruns,
-      "judge throughput from N interleaved pairs of reruns, the baseline's case then the "
-      "candidate's, each by the producer that made it (ddp_ref or pmap_engine runs)");
+      "judge throughput from N interleaved pairs of reruns of the baseline's case and the "
+      "candidate's (A B, B A, A B, ...), each by the producer that made it (ddp_ref or "
+      "pmap_engine runs)");
   speed_reruns->check(integer_in(1, 100));
   auto* speed_baseline = command->add_option(
       "--speed-baseline", arguments->speed_baseline,

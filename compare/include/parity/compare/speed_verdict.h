@@ -1,6 +1,6 @@
 // The gate's throughput verdict on a noisy machine. One timing of each run cannot tell a slower
 // candidate from a busy machine (a rerun made right after its own baseline here measured 15%
-// slower), so speed is judged from runs of baseline and candidate made alternately, A B A B ...
+// slower), so speed is judged from runs of baseline and candidate made alternately, A B, B A ...
 // (both halves of a pair see the same machine), by the ratio of the step-time medians and its
 // confidence interval:
 //
