@@ -119,7 +119,8 @@ void register_import_command(CLI::App& app) {
   metrics
       ->add_option("--map", arguments->maps,
                    "METRIC=NAME: which logged name is the run's loss (required), grad_norm, "
-                   "param_norm or lr, e.g. --map loss=train/loss; test_loss and test_accuracy: "
+                   "param_norm, lr or step_seconds (each step's wall time, which parity gate "
+                   "judges speed by), e.g. --map loss=train/loss; test_loss and test_accuracy: "
                    "the run's final evaluation (the last value logged), which parity compare "
                    "--seeds judges")
       ->required();

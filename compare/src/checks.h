@@ -168,7 +168,13 @@ Check check_oracle(const RunPair& runs, const CompareOptions& options,
                    const std::optional<TensorOracleJudgement>& tensors);
 // Global batch / steady step median; nullopt without timings or a case to read the batch from.
 std::optional<double> samples_per_second(const RunDir& run);
-Check check_throughput(const RunPair& runs, const CompareOptions& options);
+// The gate's statistical throughput verdict (options.speed, speed_verdict.h): A is the
+// candidate, B the baseline. nullopt when not asked for, or when A or B (asked with no reruns)
+// recorded no per-step times; InputError when a rerun recorded none.
+std::optional<SpeedInterval> judge_speed_of(const RunPair& runs, const CompareOptions& options);
+// `speed`: that verdict, which then decides the check instead of the two medians.
+Check check_throughput(const RunPair& runs, const CompareOptions& options,
+                       const std::optional<SpeedInterval>& speed);
 Check check_memory(const RunPair& runs, const CompareOptions& options);
 
 // The first non-finite loss, replica loss or gradient norm in either run's metrics (a NaN or

@@ -90,6 +90,15 @@ std::string make_headline(const ComparisonResult& result, const RunPair& runs, b
                          num_steps,
                          result.diagnoses.empty() ? "" : "; " + likely_cause(result.diagnoses));
     }
+    if (result.verdict == Verdict::kInconclusive && result.speed) {
+      return fmt::format(
+          "Inconclusive, rerun with more repetitions: the other checks pass, but throughput is "
+          "undecided against the {}x threshold (A/B {}x, {}% interval [{}, {}] over {} "
+          "pair(s) of runs; see Throughput).",
+          format_number(result.speed->threshold), format_number(result.speed->throughput_ratio),
+          format_number(result.speed->confidence * 100), format_number(result.speed->low),
+          format_number(result.speed->high), result.speed->pairs);
+    }
     if (float_noise) {
       return fmt::format(
           "Equivalent within float noise: A ({}) and B ({}) part beyond the {} tolerance, but A "
@@ -154,7 +163,10 @@ Verdict decide(const ComparisonResult& result, const RunPair& runs) {
   const bool any_failed =
       std::any_of(result.checks.begin(), result.checks.end(),
                   [](const Check& c) { return c.status == CheckStatus::kFail; });
-  return any_failed ? Verdict::kNotEquivalent : Verdict::kEquivalent;
+  if (any_failed) return Verdict::kNotEquivalent;
+  // A throughput interval that straddles the gate's threshold can tell neither way.
+  if (result.speed && result.speed->verdict == "inconclusive") return Verdict::kInconclusive;
+  return Verdict::kEquivalent;
 }
 
 }  // namespace
@@ -215,6 +227,7 @@ Judgement judge(const RunPair& runs, const CompareOptions& options) {
     findings.oracle_vouches_for_tensors =
         oracle_tensors->judged > 0 && oracle_tensors->beyond.empty();
   }
+  result.speed = judge_speed_of(runs, options);
   result.checks = {
       check_case(runs, options),
       check_loss_curve(runs, result.loss_tolerance, result.series, findings),
@@ -225,7 +238,7 @@ Judgement judge(const RunPair& runs, const CompareOptions& options) {
       check_rng(runs, findings),
       check_oracle(runs, options, looser_of(dtype_tolerance(a), dtype_tolerance(b)),
                    oracle_tensors),
-      check_throughput(runs, options),
+      check_throughput(runs, options, result.speed),
       check_memory(runs, options),
   };
   if (std::optional<Check> state = check_model_state(scan, result.tensor_tolerance, findings)) {

@@ -263,6 +263,8 @@ CompareOptions gate_options(const GateThresholds& thresholds,
     max_growth = std::max(max_growth, calibration->max_memory_growth);
   }
   options.throughput_warn_ratio = 1 - max_drop;
+  // Judged by an interval, not by one timing of each run (speed_verdict.h).
+  options.speed = CompareOptions::SpeedRuns{};
   options.memory_warn_ratio = 1 + max_growth;
   return options;
 }

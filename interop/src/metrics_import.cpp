@@ -12,6 +12,7 @@
 
 #include "parity/common/error.h"
 #include "parity/common/run_dir.h"
+#include "parity/common/step_timing.h"
 #include "parity/interop/import_checks.h"
 #include "parity/interop/tf_events.h"
 #include "rng_import.h"
@@ -263,8 +264,9 @@ void read_csv(const fs::path& path, MetricSeries& series) {
 // Per-step metrics, then the final values of an evaluation (their last logged value becomes the
 // run's result of that name, as a producer records it: a comparison over seeds judges them).
 const std::vector<std::string>& metric_names() {
-  static const std::vector<std::string> names = {"loss",      "grad_norm",    "param_norm",
-                                                 "lr",        "test_loss",    "test_accuracy"};
+  static const std::vector<std::string> names = {"loss",         "grad_norm", "param_norm",
+                                                 "lr",           "step_seconds", "test_loss",
+                                                 "test_accuracy"};
   return names;
 }
 
@@ -339,7 +341,6 @@ ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request)
   // An import promises the steps its source logged (often every Nth), not the case's count.
   info.steps = static_cast<int64_t>(steps.size());
   info.results = final_values(series, request.mapping);
-  RunDirWriter writer(request.out_dir, info, request.overwrite);
   const auto value_at = [&](const std::string& metric, int64_t step) {
     const auto mapped = request.mapping.find(metric);
     if (mapped == request.mapping.end()) return 0.0;
@@ -347,6 +348,14 @@ ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request)
     const auto found_value = values.find(step);
     return found_value == values.end() ? 0.0 : found_value->second;
   };
+  // Each step's wall time, when the script logged it: run.json's timings as a producer's, and
+  // the per-step times the gate's throughput interval is judged from.
+  if (request.mapping.count("step_seconds")) {
+    std::vector<double> step_seconds;
+    for (const int64_t step : steps) step_seconds.push_back(value_at("step_seconds", step));
+    info.timings = summarize_step_times(0, step_seconds);
+  }
+  RunDirWriter writer(request.out_dir, info, request.overwrite);
   for (const auto& [step, loss] : losses) {
     StepMetrics metrics;
     metrics.step = step;
@@ -354,6 +363,7 @@ ImportSummary import_metrics(const CaseSpec& spec, const MetricsImport& request)
     metrics.grad_norm = value_at("grad_norm", step);
     metrics.param_norm = value_at("param_norm", step);
     metrics.lr = value_at("lr", step);
+    metrics.step_seconds = value_at("step_seconds", step);
     if (const auto found_details = details.find(step); found_details != details.end()) {
       metrics.replica_losses = found_details->second.replica_losses;
       metrics.samples_digest = found_details->second.samples_digest;

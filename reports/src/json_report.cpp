@@ -8,7 +8,11 @@
 //                "first_failing_step" (null when none), "details", "tensors": [...]}],
 //    "diagnoses": [{"pitfall", "title", "evidence", "fix"}],
 //    "series": {"steps", "loss_a", "loss_b", "loss_abs_diff", "loss_tolerance",
-//               "grad_norm_ratio", "replica_spread_a", "replica_spread_b"}}
+//               "grad_norm_ratio", "replica_spread_a", "replica_spread_b"},
+//    "seeds": [...],                               a comparison over seeds
+//    "speed": {"throughput_ratio", "low", "high", "confidence", "threshold", "pairs",
+//              "candidate_steps", "baseline_steps", "block_length", "resamples", "verdict"}
+//             the gate's throughput interval (null outside the gate)}
 //
 // Statuses and verdicts are the words of result.h ("pass", "not recorded", "not equivalent").
 // JSON has no NaN or infinity, and a diverging run is exactly what a report must keep: a
@@ -142,6 +146,23 @@ Json seed_distributions_json(const std::vector<compare::SeedDistribution>& distr
   return out;
 }
 
+// The gate's throughput interval (compare/speed_verdict.h); null outside the gate and when a
+// run recorded no per-step times.
+Json speed_json(const std::optional<compare::SpeedInterval>& speed) {
+  if (!speed) return nullptr;
+  return {{"throughput_ratio", number(speed->throughput_ratio)},
+          {"low", number(speed->low)},
+          {"high", number(speed->high)},
+          {"confidence", number(speed->confidence)},
+          {"threshold", number(speed->threshold)},
+          {"pairs", speed->pairs},
+          {"candidate_steps", speed->candidate_steps},
+          {"baseline_steps", speed->baseline_steps},
+          {"block_length", speed->block_length},
+          {"resamples", speed->resamples},
+          {"verdict", text(speed->verdict)}};
+}
+
 }  // namespace
 
 std::string render_json(const ComparisonResult& result) {
@@ -168,6 +189,7 @@ std::string render_json(const ComparisonResult& result) {
   report["diagnoses"] = diagnoses;
   report["series"] = series_json(result.series);
   report["seeds"] = seed_distributions_json(result.seed_distributions);
+  report["speed"] = speed_json(result.speed);
   return report.dump(2) + "\n";
 }
 

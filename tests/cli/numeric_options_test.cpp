@@ -71,6 +71,11 @@ INSTANTIATE_TEST_SUITE_P(
                       "--max-memory-growth: nan is not accepted; expected a finite number >= 0"},
         RefusedOption{"gate --baseline b --calibrate 0",
                       "--calibrate: 0 is not accepted; expected a whole number in [1, 100]"},
+        RefusedOption{"gate --baseline b --candidate c --speed-reruns 0",
+                      "--speed-reruns: 0 is not accepted; expected a whole number in [1, 100]"},
+        RefusedOption{"gate --baseline b --candidate c --speed-confidence 100",
+                      "--speed-confidence: 100 is not accepted; expected a finite number in "
+                      "[50, 99.9]"},
         RefusedOption{"tensors diff a b --rtol nan",
                       "--rtol: nan is not accepted; expected a finite number >= 0"},
         RefusedOption{"tensors diff a b --atol inf",

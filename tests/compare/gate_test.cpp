@@ -1,7 +1,9 @@
 // The regression gate (compare/gate.h) on real ddp_ref runs of the small case: a calibration
-// from reruns, gate.json kept per platform, and candidates changed in one thing each (a loss a
-// hair off, a slower step, more memory) judged by the calibrated gate and by the thresholds.
+// from reruns, gate.json kept per platform, candidates changed in one thing each (a loss a hair
+// off, slower steps, more memory) judged by the calibrated gate and by the thresholds, and the
+// throughput interval from the runs' own steps or from interleaved reruns.
 #include "parity/compare/gate.h"
+#include "parity/compare/speed_verdict.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -68,23 +70,62 @@ TEST(Gate, ACalibratedGateFailsALossOneUlpOffThatTheDefaultTolerancePasses) {
   EXPECT_EQ(status_of(uncalibrated, "loss_curve"), CheckStatus::kPass);
 }
 
+// Sets every step's step_seconds of `run`: 10 ms x `factor`, each step 0.2% apart from the
+// next of three, so that the interval of the median ratio is narrow and its answer known.
+void set_step_times(const fs::path& run, double factor, double spread = 0.002) {
+  for (int64_t step = 0; step < 10; ++step) {
+    edit_metrics(run, step, [&](nlohmann::json& metrics) {
+      metrics["step_seconds"] = 0.01 * factor * (1 + spread * static_cast<double>(step % 3));
+    });
+  }
+}
+
+// `options` judging speed from `pairs` interleaved pairs: copies of `baseline`'s and
+// `candidate`'s steady step times.
+CompareOptions with_speed_pairs(CompareOptions options, const fs::path& baseline,
+                                const fs::path& candidate, int64_t pairs) {
+  options.speed->b.assign(pairs, steady_step_times(read_run_dir(baseline)));
+  options.speed->a.assign(pairs, steady_step_times(read_run_dir(candidate)));
+  return options;
+}
+
+// The gate judges throughput by the interval of the step-time median ratio from metrics.jsonl
+// (speed_verdict.h), no longer by run.json's two medians; one pair never fails.
 TEST(Gate, ThroughputAndMemoryPastTheirThresholdsFail) {
   testing::TempDir dir;
-  const RunDir baseline = read_run_dir(ddp_run());
-  const double baseline_step = baseline.info.timings.steady_step_median_seconds;
+  const fs::path baseline_dir = copy_run(ddp_run(), dir.path("baseline"));
+  set_step_times(baseline_dir, 1);
+  const RunDir baseline = read_run_dir(baseline_dir);
   const fs::path slower = copy_run(ddp_run(), dir.path("slower"));
-  // 6% fewer samples/s: step time x 1/0.94.
-  edit_run_json(slower, [&](nlohmann::json& info) {
-    info["timings"]["steady_step_median_seconds"] = baseline_step / 0.94;
-  });
-  const ComparisonResult at_5 =
-      compare_runs(read_run_dir(slower), baseline, gate_options({0.05, 0.10}, std::nullopt));
+  // 6% fewer samples/s: every step time x 1/0.94.
+  set_step_times(slower, 1 / 0.94);
+  const ComparisonResult at_5 = compare_runs(
+      read_run_dir(slower), baseline,
+      with_speed_pairs(gate_options({0.05, 0.10}, std::nullopt), baseline_dir, slower, 3));
   EXPECT_EQ(status_of(at_5, "throughput"), CheckStatus::kFail);
   EXPECT_THAT(testing::find_check(at_5, "throughput").summary,
               HasSubstr("below the 0.95x failure threshold"));
-  const ComparisonResult at_7 =
-      compare_runs(read_run_dir(slower), baseline, gate_options({0.07, 0.10}, std::nullopt));
+  ASSERT_TRUE(at_5.speed.has_value());
+  EXPECT_NEAR(at_5.speed->throughput_ratio, 0.94, 1e-12);
+  EXPECT_LT(at_5.speed->high, 0.95);
+  EXPECT_EQ(at_5.speed->pairs, 3);
+  EXPECT_EQ(at_5.speed->candidate_steps, 27);  // each run's first step, its warm-up, left out
+  EXPECT_EQ(at_5.verdict, Verdict::kNotEquivalent);
+  const ComparisonResult at_7 = compare_runs(
+      read_run_dir(slower), baseline,
+      with_speed_pairs(gate_options({0.07, 0.10}, std::nullopt), baseline_dir, slower, 3));
   EXPECT_EQ(status_of(at_7, "throughput"), CheckStatus::kPass);
+  EXPECT_GE(at_7.speed->low, 0.93);
+
+  // The two runs alone, one pair: below the threshold, but no failure: rerun.
+  const ComparisonResult one_pair =
+      compare_runs(read_run_dir(slower), baseline, gate_options({0.05, 0.10}, std::nullopt));
+  EXPECT_EQ(one_pair.speed->pairs, 1);
+  EXPECT_LT(one_pair.speed->high, 0.95);
+  EXPECT_EQ(status_of(one_pair, "throughput"), CheckStatus::kWarn);
+  EXPECT_THAT(testing::find_check(one_pair, "throughput").summary,
+              HasSubstr("1 pair(s) of runs cannot tell a slower candidate from a slower moment"));
+  EXPECT_EQ(one_pair.verdict, Verdict::kInconclusive);
 
   const fs::path larger = copy_run(ddp_run(), dir.path("larger"));
   edit_run_json(larger, [](nlohmann::json& info) {
@@ -96,6 +137,46 @@ TEST(Gate, ThroughputAndMemoryPastTheirThresholdsFail) {
       compare_runs(read_run_dir(larger), baseline, gate_options({1.0, 0.10}, std::nullopt));
   EXPECT_EQ(status_of(grown, "memory"), CheckStatus::kFail);
   EXPECT_EQ(grown.verdict, Verdict::kNotEquivalent);
+}
+
+TEST(Gate, AThroughputIntervalAcrossTheThresholdIsInconclusive) {
+  testing::TempDir dir;
+  const fs::path baseline = copy_run(ddp_run(), dir.path("baseline"));
+  set_step_times(baseline, 1, 0.3);
+  const fs::path candidate = copy_run(ddp_run(), dir.path("candidate"));
+  // Its median ratio right at the 0.95 threshold, its steps 30% apart: no telling.
+  set_step_times(candidate, 1 / 0.95, 0.3);
+  const ComparisonResult result = compare_runs(read_run_dir(candidate), read_run_dir(baseline),
+                                               gate_options({0.05, 0.10}, std::nullopt));
+  ASSERT_TRUE(result.speed.has_value());
+  EXPECT_EQ(result.speed->verdict, "inconclusive");
+  EXPECT_LT(result.speed->low, 0.95);
+  EXPECT_GT(result.speed->high, 0.95);
+  EXPECT_EQ(status_of(result, "throughput"), CheckStatus::kWarn);
+  EXPECT_THAT(testing::find_check(result, "throughput").summary,
+              HasSubstr("inconclusive, rerun with more repetitions"));
+  EXPECT_EQ(result.verdict, Verdict::kInconclusive);
+  EXPECT_EQ(exit_code(result.verdict), 5);
+  EXPECT_THAT(result.headline, HasSubstr("Inconclusive, rerun with more repetitions"));
+}
+
+TEST(Gate, RunsWithoutStepTimesAreJudgedByTheirMediansAlone) {
+  testing::TempDir dir;
+  const RunDir baseline = read_run_dir(ddp_run());
+  const fs::path candidate = copy_run(ddp_run(), dir.path("candidate"));
+  for (int64_t step = 0; step < 10; ++step) {
+    edit_metrics(candidate, step, [](nlohmann::json& metrics) { metrics["step_seconds"] = 0; });
+  }
+  edit_run_json(candidate, [&](nlohmann::json& info) {
+    info["timings"]["steady_step_median_seconds"] =
+        baseline.info.timings.steady_step_median_seconds / 0.94;
+  });
+  const ComparisonResult result = compare_runs(read_run_dir(candidate), baseline,
+                                               gate_options({0.05, 0.10}, std::nullopt));
+  EXPECT_FALSE(result.speed.has_value());
+  EXPECT_EQ(status_of(result, "throughput"), CheckStatus::kFail);
+  EXPECT_THAT(testing::find_check(result, "throughput").summary,
+              HasSubstr("below the 0.95x failure threshold"));
 }
 
 // A calibration for this platform by `reruns` ddp_ref reruns, every number 0 until set.
@@ -186,6 +267,43 @@ TEST(Gate, TheCliCalibratesAndThenPassesAReproducingRun) {
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_THAT(result.output, HasSubstr("calibrated for " + current_platform()));
   EXPECT_THAT(result.output, HasSubstr("gate:     loss atol 0, tensor atol 0"));
+}
+
+TEST(Gate, TheCliJudgesThroughputFromInterleavedReruns) {
+  testing::TempDir dir;
+  const fs::path report = dir.path("report");
+  // Any ratio passes a 100% drop: this test is about the reruns, not this machine's speed.
+  const auto result = testing::run_command(fmt::format(
+      "{} gate --baseline {} --candidate {} --speed-reruns 2 --work {} --max-throughput-drop 100 "
+      "--report {} --no-color",
+      PARITY_EXECUTABLE, ddp_run().string(), ddp_rerun().string(), dir.path("speed").string(),
+      report.string()));
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("speed pair 2 of 2: the candidate's case"));
+  for (const char* run : {"baseline-0", "candidate-0", "baseline-1", "candidate-1"}) {
+    EXPECT_TRUE(fs::exists(dir.path("speed") / run / "run.json")) << run;
+  }
+  const nlohmann::json speed =
+      nlohmann::json::parse(std::ifstream(report / "report.json")).at("speed");
+  EXPECT_EQ(speed.at("pairs"), 2);
+  EXPECT_EQ(speed.at("candidate_steps"), 18);
+  EXPECT_EQ(speed.at("verdict"), "pass");
+  EXPECT_LE(speed.at("low").get<double>(), speed.at("high").get<double>());
+}
+
+TEST(Gate, SpeedRerunsMadeElsewhereMustPairUpAndBeOfTheCase) {
+  const auto unpaired = testing::run_command(fmt::format(
+      "{} gate --baseline {} --candidate {} --speed-baseline {} {} --speed-candidate {}",
+      PARITY_EXECUTABLE, ddp_run().string(), ddp_rerun().string(), ddp_run().string(),
+      ddp_rerun().string(), ddp_rerun().string()));
+  EXPECT_EQ(unpaired.exit_code, 2) << unpaired.output;
+  EXPECT_THAT(unpaired.output, HasSubstr("--speed-baseline gives 2 run(s), --speed-candidate 1"));
+  const auto other_case = testing::run_command(fmt::format(
+      "{} gate --baseline {} --candidate {} --speed-baseline {} --speed-candidate {}",
+      PARITY_EXECUTABLE, ddp_run().string(), ddp_rerun().string(), ddp_run().string(),
+      testing::other_init_run().string()));
+  EXPECT_EQ(other_case.exit_code, 2) << other_case.output;
+  EXPECT_THAT(other_case.output, HasSubstr("speed reruns must be of the candidate's own case"));
 }
 
 TEST(Gate, AnImportedBaselineAsksForReruns) {

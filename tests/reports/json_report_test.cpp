@@ -92,5 +92,31 @@ TEST(JsonReport, HoldsRunsTolerancesAndSeries) {
   }
 }
 
+TEST(JsonReport, HoldsTheGatesThroughputIntervalAndNullWithoutOne) {
+  compare::ComparisonResult result = failing_result();
+  EXPECT_TRUE(json::parse(render_json(result))["speed"].is_null());
+  compare::SpeedInterval speed;
+  speed.throughput_ratio = 0.91;
+  speed.low = 0.89;
+  speed.high = 0.93;
+  speed.pairs = 20;
+  speed.candidate_steps = 800;
+  speed.baseline_steps = 800;
+  speed.block_length = 3;
+  speed.resamples = 4000;
+  speed.verdict = "fail";
+  result.speed = speed;
+  const json report = json::parse(render_json(result))["speed"];
+  EXPECT_EQ(report["throughput_ratio"].get<double>(), 0.91);
+  EXPECT_EQ(report["low"].get<double>(), 0.89);
+  EXPECT_EQ(report["high"].get<double>(), 0.93);
+  EXPECT_EQ(report["confidence"].get<double>(), 0.95);
+  EXPECT_EQ(report["threshold"].get<double>(), 0.95);
+  EXPECT_EQ(report["pairs"], 20);
+  EXPECT_EQ(report["candidate_steps"], 800);
+  EXPECT_EQ(report["block_length"], 3);
+  EXPECT_EQ(report["verdict"], "fail");
+}
+
 }  // namespace
 }  // namespace parity::reports

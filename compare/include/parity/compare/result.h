@@ -177,6 +177,23 @@ struct SeedDistribution {
   std::string verdict;  // "equivalent", "different", "inconclusive"
 };
 
+// The gate's throughput verdict on a noisy machine (compare/speed_verdict.h): the ratio of
+// step-time medians, baseline over candidate (the candidate's samples/s over the baseline's when
+// both train the same batch), with its bootstrap confidence interval over interleaved runs.
+struct SpeedInterval {
+  double throughput_ratio = 1;  // median baseline step time / median candidate step time
+  double low = 1, high = 1;     // the interval of throughput_ratio
+  double confidence = 0.95;     // two-sided
+  double threshold = 0.95;      // the candidate fails below this ratio (1 - max drop)
+  int64_t pairs = 0;            // interleaved (baseline, candidate) run pairs
+  int64_t candidate_steps = 0, baseline_steps = 0;  // steady step times, all runs together
+  int64_t block_length = 1;     // steps per resampled block (moving block bootstrap)
+  int64_t resamples = 0;
+  // "pass" (the interval lies at or above the threshold), "fail" (below it), "inconclusive"
+  // (it straddles the threshold: rerun with more repetitions).
+  std::string verdict;
+};
+
 struct ComparisonResult {
   int schema_version = kReportSchemaVersion;
   Verdict verdict = Verdict::kEquivalent;
@@ -188,6 +205,9 @@ struct ComparisonResult {
   std::vector<Diagnosis> diagnoses;
   StepSeries series;
   std::vector<SeedDistribution> seed_distributions;  // a comparison over seeds only
+  // The gate's statistical throughput verdict; absent outside the gate and when a run recorded
+  // no per-step times (the throughput check then compares the two runs' medians).
+  std::optional<SpeedInterval> speed;
   std::string parity_version;
   std::string generated_at;  // ISO 8601 UTC
 };

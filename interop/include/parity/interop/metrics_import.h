@@ -28,8 +28,9 @@ struct MetricsImport {
   std::filesystem::path source;
   MetricsFormat format = MetricsFormat::kAuto;
   // Run-directory metric -> source name: {"loss": "train/loss"}. "loss" is required; the others
-  // (grad_norm, param_norm, lr per step; test_loss, test_accuracy, whose last logged value is
-  // the run's result) are optional. The last logged loss is the run's final_loss.
+  // (grad_norm, param_norm, lr, step_seconds per step; test_loss, test_accuracy, whose last
+  // logged value is the run's result) are optional. The last logged loss is the run's
+  // final_loss; step_seconds also gives run.json's timings (and parity gate its step times).
   std::map<std::string, std::string> mapping;
   std::filesystem::path out_dir;
   bool overwrite = false;
