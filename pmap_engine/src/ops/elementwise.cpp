@@ -250,7 +250,9 @@ T absolute(T x) {
 // The F32Block of a primitive whose per-element function is `Fn` (ir/primitive.h): the same
 // computation as its kernel's f32 loop, over a block, for loop fusion. The closure is kept in a
 // static (a C++17 lambda type cannot be default-constructed); the element-wise lambdas capture
-// nothing, so the call inlines and the loops vectorise as the kernel's do.
+// nothing, so the call inlines and the loops vectorise. Each loop is compiled twice, for the
+// baseline ISA and for AVX2 (twice the lanes; no FMA: each operation still rounds on its own, so
+// both give the same bits), and registration picks one by what the CPU supports.
 template <typename Fn>
 struct F32Blocks {
   static inline std::optional<Fn> fn;
@@ -258,7 +260,9 @@ struct F32Blocks {
   // instead of `fn` for f32: the fused loop must run it too.
   static inline xla_math::F32BlockFn f32_block = nullptr;
 
-  static void binary(const float* const* in, const bool* scalar, float* out, size_t n) {
+  __attribute__((always_inline)) static inline void binary_loops(const float* const* in,
+                                                                 const bool* scalar, float* out,
+                                                                 size_t n) {
     const Fn& f = *fn;
     const float* x = in[0];
     const float* y = in[1];
@@ -275,8 +279,18 @@ struct F32Blocks {
       for (size_t i = 0; i < n; ++i) out[i] = value;
     }
   }
+  static void binary(const float* const* in, const bool* scalar, float* out, size_t n) {
+    binary_loops(in, scalar, out, n);
+  }
+  __attribute__((target("avx2"))) static void binary_avx2(const float* const* in,
+                                                          const bool* scalar, float* out,
+                                                          size_t n) {
+    binary_loops(in, scalar, out, n);
+  }
 
-  static void unary(const float* const* in, const bool* scalar, float* out, size_t n) {
+  __attribute__((always_inline)) static inline void unary_loops(const float* const* in,
+                                                                const bool* scalar, float* out,
+                                                                size_t n) {
     const Fn& f = *fn;
     const float* x = in[0];
     if (scalar[0]) {
@@ -295,7 +309,20 @@ struct F32Blocks {
     }
     for (size_t i = 0; i < n; ++i) out[i] = f(x[i]);
   }
+  static void unary(const float* const* in, const bool* scalar, float* out, size_t n) {
+    unary_loops(in, scalar, out, n);
+  }
+  __attribute__((target("avx2"))) static void unary_avx2(const float* const* in,
+                                                         const bool* scalar, float* out,
+                                                         size_t n) {
+    unary_loops(in, scalar, out, n);
+  }
 };
+
+bool cpu_has_avx2() {
+  static const bool supported = __builtin_cpu_supports("avx2");
+  return supported;
+}
 
 // --- registration helpers -----------------------------------------------------------------
 
@@ -338,7 +365,7 @@ const ir::Primitive* register_binary(const std::string& name, Fn fn, Vjp vjp) {
   primitive.vjp = float_only(std::move(vjp));
   primitive.elementwise = true;
   F32Blocks<Fn>::fn.emplace(fn);
-  primitive.f32_block = &F32Blocks<Fn>::binary;
+  primitive.f32_block = cpu_has_avx2() ? &F32Blocks<Fn>::binary_avx2 : &F32Blocks<Fn>::binary;
   return ir::register_primitive(std::move(primitive));
 }
 
@@ -380,7 +407,7 @@ const ir::Primitive* register_unary(const std::string& name, Fn fn, Vjp vjp,
   primitive.elementwise = true;
   F32Blocks<Fn>::fn.emplace(fn);
   F32Blocks<Fn>::f32_block = f32_block;
-  primitive.f32_block = &F32Blocks<Fn>::unary;
+  primitive.f32_block = cpu_has_avx2() ? &F32Blocks<Fn>::unary_avx2 : &F32Blocks<Fn>::unary;
   return ir::register_primitive(std::move(primitive));
 }
 

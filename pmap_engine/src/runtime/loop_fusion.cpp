@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -65,6 +66,7 @@ struct FusedLoop {
   };
   std::vector<Step> steps;
   std::vector<size_t> output_steps;  // the step whose row each output receives
+  std::vector<int> last_reader;      // per input: the last step reading it
 };
 
 // row[0 .. count) = the loop's elements begin .. begin + count of `input` repeated: element i
@@ -81,25 +83,55 @@ void fill_periodic(const Buffer& input, size_t begin, size_t count, float* row) 
   }
 }
 
+// Output o's step may write straight into the output's storage unless that storage is an
+// input's (taken in place) which a later step of the block still reads.
+std::vector<bool> writes_directly(const FusedLoop& loop, const std::vector<const Buffer*>& in,
+                                  const std::vector<Buffer>& outputs) {
+  std::vector<bool> direct(outputs.size(), true);
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    for (size_t r = 0; r < in.size(); ++r) {
+      if (in[r]->bytes.get() == outputs[o].bytes.get() &&
+          loop.last_reader[r] > static_cast<int>(loop.output_steps[o])) {
+        direct[o] = false;
+      }
+    }
+  }
+  return direct;
+}
+
 std::vector<Buffer> run_fused_loop(const FusedLoop& loop, const std::vector<const Buffer*>& in) {
   const size_t num_elements = shape_num_elements(loop.shape);
   std::vector<Buffer> outputs;
   for (size_t o = 0; o < loop.output_steps.size(); ++o) {
     // Written in full. It may take the storage of an input that dies here (the primitive is
-    // element-wise): each block's outputs are stored after every read of that block.
+    // element-wise): a block of it is written only where that block of the input is no longer
+    // read (writes_directly), else stored after the block's last step.
     outputs.push_back(Buffer::allocate_uninitialized(DType::f32, loop.shape));
   }
-  std::vector<float> rows(loop.steps.size() * kBlock);
-  // A periodic input's values for the block, one row per input (only those rows are used).
-  std::vector<float> periodic_rows(in.size() * kBlock);
+  const std::vector<bool> direct = writes_directly(loop, in, outputs);
+  std::vector<int> output_of_step(loop.steps.size(), -1);
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    output_of_step[loop.output_steps[o]] = static_cast<int>(o);
+  }
+  // Scratch rows (every element written before it is read): one per step, and one per
+  // periodic input for that input's values over the block.
+  const std::unique_ptr<float[]> rows(new float[loop.steps.size() * kBlock]);
+  const std::unique_ptr<float[]> periodic_rows(new float[in.size() * kBlock]);
+  std::vector<float*> step_rows(loop.steps.size());
   std::array<const float*, kMaxArity> operands{};
   std::array<bool, kMaxArity> scalar{};
   for (size_t begin = 0; begin < num_elements; begin += kBlock) {
     const size_t count = std::min(kBlock, num_elements - begin);
     for (size_t r = 0; r < in.size(); ++r) {
       if (loop.input_kinds[r] == InputKind::kPeriodic) {
-        fill_periodic(*in[r], begin, count, periodic_rows.data() + r * kBlock);
+        fill_periodic(*in[r], begin, count, periodic_rows.get() + r * kBlock);
       }
+    }
+    for (size_t s = 0; s < loop.steps.size(); ++s) {
+      const int o = output_of_step[s];
+      step_rows[s] = o >= 0 && direct[static_cast<size_t>(o)]
+                         ? outputs[static_cast<size_t>(o)].data<float>() + begin
+                         : rows.get() + s * kBlock;
     }
     for (size_t s = 0; s < loop.steps.size(); ++s) {
       const FusedLoop::Step& step = loop.steps[s];
@@ -109,18 +141,19 @@ std::vector<Buffer> run_fused_loop(const FusedLoop& loop, const std::vector<cons
           const auto r = static_cast<size_t>(ref);
           const InputKind kind = loop.input_kinds[r];
           scalar[k] = kind == InputKind::kScalar;
-          operands[k] = kind == InputKind::kPeriodic ? periodic_rows.data() + r * kBlock
+          operands[k] = kind == InputKind::kPeriodic ? periodic_rows.get() + r * kBlock
                         : scalar[k]                  ? in[r]->data<float>()
                                                      : in[r]->data<float>() + begin;
         } else {
           scalar[k] = false;
-          operands[k] = rows.data() + static_cast<size_t>(-ref - 1) * kBlock;
+          operands[k] = step_rows[static_cast<size_t>(-ref - 1)];
         }
       }
-      step.block(operands.data(), scalar.data(), rows.data() + s * kBlock, count);
+      step.block(operands.data(), scalar.data(), step_rows[s], count);
     }
     for (size_t o = 0; o < outputs.size(); ++o) {
-      std::memcpy(outputs[o].data<float>() + begin, rows.data() + loop.output_steps[o] * kBlock,
+      if (direct[o]) continue;
+      std::memcpy(outputs[o].data<float>() + begin, step_rows[loop.output_steps[o]],
                   count * sizeof(float));
     }
   }
@@ -247,7 +280,10 @@ ir::Equation fused_equation(const ir::Program& program, const std::vector<size_t
             program.vars[v].shape, program.vars[static_cast<size_t>(member.outputs[0])].shape));
         known = fused.inputs.end() - 1;
       }
-      step.operands.push_back(static_cast<int>(known - fused.inputs.begin()));
+      const auto r = static_cast<size_t>(known - fused.inputs.begin());
+      step.operands.push_back(static_cast<int>(r));
+      loop->last_reader.resize(fused.inputs.size(), -1);
+      loop->last_reader[r] = static_cast<int>(loop->steps.size());
     }
     const int out = member.outputs[0];
     step_of[static_cast<size_t>(out)] = static_cast<int>(loop->steps.size());
