@@ -133,6 +133,20 @@ TEST(Jit, WithoutDonationInputAndResultLiveTogether) {
   EXPECT_EQ(step.last_execution().peak_bytes, 2 * 1024 * 4 + 4);
 }
 
+// t = x * 2 dies in the sum; no later result has its size, so its storage is freed, not kept
+// for reuse: while the [2048] broadcast is live the device holds only live buffers.
+TEST(Jit, StorageNoLaterResultCanUseIsFreedNotKept) {
+  Jitted step = jit([](const std::vector<Tree>& args) {
+    const Array total = sum(args[0].leaf() * 2.0);
+    return Tree(broadcast_to(total, {2048}));
+  });
+  step({Array::from_floats({1024}, std::vector<float>(1024, 1))});
+  EXPECT_EQ(step.last_execution().peak_footprint_bytes, step.last_execution().peak_bytes);
+  // Each value lives from its definition to its last use (x's ends at the multiply): x, t and
+  // the literal 2.0 at the multiply, then the sum and the broadcast, 8 KiB + 4 bytes each time.
+  EXPECT_EQ(step.last_execution().peak_bytes, 2 * 1024 * 4 + 4);
+}
+
 TEST(ValueAndGrad, MatchesTheDerivativeOfAPolynomial) {
   // f(x) = sum(x^3 + 2x), f'(x) = 3x^2 + 2.
   TreeFunction f = [](const std::vector<Tree>& args) {

@@ -43,6 +43,7 @@ struct PmapOptions {
 
 struct MappedExecutionStats {
   int64_t peak_bytes_per_device = 0;  // exact, from the planner (the same on every device)
+  int64_t peak_footprint_bytes_per_device = 0;  // live buffers and dead storage kept for reuse
   int64_t num_ops = 0;
   int64_t num_collectives = 0;
   int64_t donated_reuses = 0;  // summed over devices

@@ -45,6 +45,8 @@ struct CacheStats {
 
 struct ExecutionStats {
   int64_t peak_bytes = 0;     // live buffers at the worst point of the last run, exact
+  // What the run held at its worst point: live buffers and dead storage kept for reuse.
+  int64_t peak_footprint_bytes = 0;
   int64_t num_ops = 0;
   int64_t donated_reuses = 0;  // outputs written into donated input buffers
 };

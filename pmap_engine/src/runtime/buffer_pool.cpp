@@ -12,6 +12,7 @@ BufferPool* BufferPool::active() { return active_pool; }
 void BufferPool::give(Storage storage, bool donated) {
   if (!storage || storage.use_count() != 1) return;  // someone else still reads it
   const size_t num_bytes = storage->size();
+  held_bytes_ += num_bytes;
   free_.emplace(num_bytes, std::make_pair(std::move(storage), donated));
 }
 
@@ -30,6 +31,7 @@ BufferPool::Storage BufferPool::take(size_t num_bytes, bool for_overwrite) {
   auto found = free_.find(num_bytes);
   if (found == free_.end()) return nullptr;
   Storage storage = std::move(found->second.first);
+  held_bytes_ -= num_bytes;
   if (found->second.second) ++donated_reuses_;
   free_.erase(found);
   return storage;

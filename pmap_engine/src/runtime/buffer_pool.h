@@ -42,6 +42,10 @@ class BufferPool {
   void offer_in_place(Storage storage, bool donated);
   void withdraw_in_place();
   int64_t donated_reuses() const { return donated_reuses_; }
+  // Bytes of dead storage kept for reuse (not live, but still held).
+  size_t held_bytes() const { return held_bytes_; }
+  // How many dead storages of `num_bytes` it keeps.
+  size_t count(size_t num_bytes) const { return free_.count(num_bytes); }
 
   static BufferPool* active();
 
@@ -50,6 +54,7 @@ class BufferPool {
   Storage in_place_;
   bool in_place_donated_ = false;
   int64_t donated_reuses_ = 0;
+  size_t held_bytes_ = 0;
 };
 
 }  // namespace pmap_engine::runtime

@@ -15,6 +15,19 @@ Liveness::Liveness(const ir::Program& program)
     }
   }
   for (int var : program.outputs) is_output[static_cast<size_t>(var)] = true;
+  for (size_t e = 0; e < program.equations.size(); ++e) {
+    for (int var : program.equations[e].outputs) {
+      const ir::AbstractValue& value = program.vars[static_cast<size_t>(var)];
+      results_of_size[shape_num_elements(value.shape) * dtype_num_bytes(value.dtype)].push_back(e);
+    }
+  }
+}
+
+size_t Liveness::results_after(size_t num_bytes, size_t e) const {
+  auto found = results_of_size.find(num_bytes);
+  if (found == results_of_size.end()) return 0;
+  const std::vector<size_t>& at = found->second;
+  return static_cast<size_t>(at.end() - std::upper_bound(at.begin(), at.end(), e));
 }
 
 DeviceRun::DeviceRun(const ir::Program& program, const Liveness& liveness)
@@ -29,6 +42,8 @@ void DeviceRun::define(int var, Buffer buffer, bool may_recycle, bool donation) 
   if (storage_users_[buffer.bytes.get()]++ == 0) {
     live_bytes_ += static_cast<int64_t>(buffer.num_bytes());
     peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+    peak_footprint_ =
+        std::max(peak_footprint_, live_bytes_ + static_cast<int64_t>(pool_.held_bytes()));
   }
   values_[v] = std::move(buffer);
   recyclable_[v] = may_recycle;
@@ -41,7 +56,10 @@ void DeviceRun::release(int var) {
   if (--storage_users_[buffer.bytes.get()] == 0) {
     storage_users_.erase(buffer.bytes.get());
     live_bytes_ -= static_cast<int64_t>(buffer.num_bytes());
-    if (recyclable_[v]) pool_.give(std::move(buffer.bytes), from_donation_[v]);
+    if (recyclable_[v] && pool_.count(buffer.num_bytes()) <
+                              liveness_.results_after(buffer.num_bytes(), current_equation_)) {
+      pool_.give(std::move(buffer.bytes), from_donation_[v]);
+    }
   }
   buffer = Buffer();
 }
@@ -94,6 +112,7 @@ void DeviceRun::run(size_t e) {
 
 void DeviceRun::finish(size_t e, std::vector<Buffer> results) {
   const ir::Equation& equation = program_.equations[e];
+  current_equation_ = e;
   for (size_t o = 0; o < results.size(); ++o) {
     define(equation.outputs[o], std::move(results[o]), true, false);
   }

@@ -18,6 +18,11 @@ struct Liveness {
   std::vector<size_t> last_use;  // index of the last equation reading the variable
   std::vector<bool> is_read;
   std::vector<bool> is_output;
+  // Per storage size, the equations with a result of that size, in order: storage that dies
+  // when the pool already holds one for each result still to come goes back to the heap.
+  std::map<size_t, std::vector<size_t>> results_of_size;
+  // How many results of `num_bytes` equations after `e` produce.
+  size_t results_after(size_t num_bytes, size_t e) const;
 };
 
 class DeviceRun {
@@ -35,6 +40,8 @@ class DeviceRun {
 
   std::vector<Buffer> outputs() const;
   int64_t peak_bytes() const { return peak_bytes_; }
+  // The most this device held at once: live buffers plus the pool's dead storage.
+  int64_t peak_footprint_bytes() const { return peak_footprint_; }
   int64_t donated_reuses() const { return pool_.donated_reuses(); }
 
  private:
@@ -54,6 +61,8 @@ class DeviceRun {
   std::map<const ByteStorage*, int> storage_users_;
   int64_t live_bytes_ = 0;
   int64_t peak_bytes_ = 0;
+  int64_t peak_footprint_ = 0;
+  size_t current_equation_ = 0;  // the equation whose results are being stored
 };
 
 }  // namespace pmap_engine::runtime

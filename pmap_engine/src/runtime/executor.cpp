@@ -48,6 +48,7 @@ ExecutionResult execute(const ir::Program& program, std::vector<Buffer> inputs,
   ExecutionResult result;
   result.outputs = device.outputs();
   result.stats.peak_bytes = device.peak_bytes();
+  result.stats.peak_footprint_bytes = device.peak_footprint_bytes();
   result.stats.num_ops = static_cast<int64_t>(program.equations.size());
   result.stats.donated_reuses = device.donated_reuses();
   return result;
@@ -217,6 +218,8 @@ MappedExecutionResult execute_mapped(const ir::Program& program,
   for (auto& device : devices) {
     result.per_device_outputs.push_back(device->outputs());
     result.peak_bytes_per_device = std::max(result.peak_bytes_per_device, device->peak_bytes());
+    result.peak_footprint_bytes_per_device =
+        std::max(result.peak_footprint_bytes_per_device, device->peak_footprint_bytes());
     result.donated_reuses += device->donated_reuses();
   }
   return result;

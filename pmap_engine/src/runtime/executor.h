@@ -31,6 +31,7 @@ ExecutionResult execute(const ir::Program& program, std::vector<Buffer> inputs,
 struct MappedExecutionResult {
   std::vector<std::vector<Buffer>> per_device_outputs;  // [device][output]
   int64_t peak_bytes_per_device = 0;
+  int64_t peak_footprint_bytes_per_device = 0;
   int64_t num_collectives = 0;
   int64_t donated_reuses = 0;
 };

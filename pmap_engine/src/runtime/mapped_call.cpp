@@ -352,6 +352,7 @@ Tree MappedFunction::operator()(const Mesh& mesh, const std::vector<Tree>& args,
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     state.last.peak_bytes_per_device = result.peak_bytes_per_device;
+    state.last.peak_footprint_bytes_per_device = result.peak_footprint_bytes_per_device;
     state.last.num_ops = static_cast<int64_t>(compiled.program.equations.size());
     state.last.num_collectives = result.num_collectives;
     state.last.donated_reuses = result.donated_reuses;
