@@ -4,6 +4,8 @@
 //                     torch::optim::Adam), one intra-op thread like the engine
 // Both start from the same parameters and batch and are checked to produce the same first
 // loss before they are timed. The suite prints engine time / LibTorch time at the end.
+// The same pair for the layer models, cnn-fmnist and vit-fmnist, on 32 images (one device's
+// share of their 8 x 32 steps): EngineLayerStep/<case> and TorchLayerStep/<case>.
 //
 // And the GEMM FLOP rate of those steps (issue 4): every dot_general of the traced step, at
 // batch 64 (one device of the 8-device pmap step) and 512 (this one-device step), from the
@@ -35,6 +37,10 @@
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
 #include "parity/common/init_params.h"
+#include "parity/engine_trainer/engine_trainer.h"
+#include "parity/engine_trainer/mapped_train_step.h"
+#include "programs/layer_model.h"
+#include "case_model.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/program_cache.h"
 #include "summary_main.h"
@@ -107,6 +113,95 @@ void BM_TorchEagerStep(benchmark::State& state) {
 }
 BENCHMARK(BM_TorchEagerStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+
+// --- the layer models: cnn-fmnist (convolutions, BatchNorm) and vit-fmnist (attention) ---
+// One device's share of their 8 x 32 steps: 32 images, one device, one thread each. The engine
+// runs the trainer's mapped step on one device (BatchNorm's statistics in and out); LibTorch
+// runs ddp_ref's model of the case in train mode. Both start from the case's initial parameters
+// (flax's initialisation) and the same images, and must agree on the first loss.
+
+struct LayerBatch {
+  CaseSpec spec;
+  NamedTensors init;
+  std::vector<float> x;
+  std::vector<int32_t> labels32;
+  std::vector<int64_t> labels64;
+  int64_t size = 32;
+};
+
+const LayerBatch& layer_batch(const std::string& case_name) {
+  static std::map<std::string, LayerBatch> batches;
+  auto found = batches.find(case_name);
+  if (found != batches.end()) return found->second;
+  LayerBatch b;
+  b.spec = load_case(case_name, {"parallel.replicas=1", "data.per_replica_batch=32"});
+  b.init = init_model_params(b.spec);
+  Dataset train = load_fashion_mnist("train");
+  b.x.assign(train.features.begin(), train.features.begin() + b.size * train.feature_dim);
+  b.labels64.assign(train.labels.begin(), train.labels.begin() + b.size);
+  b.labels32.assign(b.labels64.begin(), b.labels64.end());
+  return batches.emplace(case_name, std::move(b)).first->second;
+}
+
+void BM_EngineLayerStep(benchmark::State& state, const std::string& case_name) {
+  const LayerBatch& b = layer_batch(case_name);
+  const pe::Tree params =
+      cases::params_from_tensors(b.init, cases::name_separator(b.spec.model));
+  const engine_trainer::MappedTrainStep step =
+      engine_trainer::make_mapped_train_step(b.spec, pe::DeviceSet(1));
+  std::vector<pe::Tree> args = {
+      engine_trainer::replicate(params, 1),
+      engine_trainer::replicate(engine_trainer::step_optimizer(b.spec).init(params), 1),
+      pe::Array::from_floats({1, b.size, 784}, b.x), pe::Array::from_ints({1, b.size}, b.labels32),
+      engine_trainer::replicate(cases::initial_batch_stats(b.spec.model, pe::DType::f32), 1)};
+  const auto run = [&] {
+    const pe::Tree out = step(args);
+    args[0] = out[0];
+    args[1] = out[1];
+    args[4] = out[4];
+    return out[2].leaf().to_doubles().front();
+  };
+  state.counters["first_loss"] = run();
+  for (auto _ : state) run();
+  state.counters["samples_per_second"] = benchmark::Counter(
+      static_cast<double>(b.size * state.iterations()), benchmark::Counter::kIsRate);
+}
+
+void BM_TorchLayerStep(benchmark::State& state, const std::string& case_name) {
+  torch::set_num_threads(1);
+  const LayerBatch& b = layer_batch(case_name);
+  const std::shared_ptr<ddp_ref::CaseModelImpl> model = ddp_ref::make_case_model(b.spec.model);
+  ddp_ref::load_canonical_params(*model, b.init, "init");
+  model->train();
+  auto optimizer = ddp_ref::make_optimizer(b.spec.train, model->parameters());
+  auto x = torch::from_blob(const_cast<float*>(b.x.data()), {b.size, 784}).clone();
+  auto y =
+      torch::from_blob(const_cast<int64_t*>(b.labels64.data()), {b.size}, torch::kInt64).clone();
+  auto step = [&] {
+    optimizer->zero_grad();
+    auto loss = ddp_ref::compute_loss(b.spec.model, model->forward(x), y);
+    loss.backward();
+    optimizer->step();
+    return loss.item<double>();
+  };
+  state.counters["first_loss"] = step();
+  for (auto _ : state) step();
+  state.counters["samples_per_second"] = benchmark::Counter(
+      static_cast<double>(b.size * state.iterations()), benchmark::Counter::kIsRate);
+}
+
+const std::vector<std::string> kLayerCases = {"cnn-fmnist", "vit-fmnist"};
+
+void register_layer_benchmarks() {
+  for (const std::string& name : kLayerCases) {
+    benchmark::RegisterBenchmark(("BM_EngineLayerStep/" + name).c_str(), BM_EngineLayerStep, name)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_TorchLayerStep/" + name).c_str(), BM_TorchLayerStep, name)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+}
 
 // --- GEMM FLOP rate ---
 
@@ -243,11 +338,13 @@ std::vector<GemmCase>& gemm_cases() {
   return cases;
 }
 
-// Traces the step at both batch sizes and registers one engine and one OpenBLAS benchmark per
-// dot_general; also fixes OpenBLAS at one thread and records which kernel it runs.
-void register_gemm_benchmarks() {
+// Registers the layer models' steps, and traces the MLP step at both batch sizes to register one
+// engine and one OpenBLAS benchmark per dot_general; also fixes OpenBLAS at one thread and
+// records which kernel it runs.
+void register_benchmarks() {
   use_single_threaded_blas();
   add_blas_context();
+  register_layer_benchmarks();
   for (int64_t batch : {64, 512}) {
     for (GemmCase& g : step_gemms(batch)) gemm_cases().push_back(std::move(g));
   }
@@ -303,6 +400,7 @@ class RatioReporter : public SummaryReporter {
                                 torch->second * 1e3)});
       add_flop_rate(engine->second);
     }
+    status = add_layer_ratios() ? status : 1;
     std::cout << blas_summary_line() << "\n";
     if (failed_) std::cout << "FAILED: a benchmark failed its correctness check (see above)\n";
     return status;
@@ -328,6 +426,31 @@ class RatioReporter : public SummaryReporter {
           g.flops() / blas->second / 1e9, blas->second / engine->second,
           bitwise == bitwise_.end() ? "?" : (bitwise->second ? "yes" : "no"));
     }
+  }
+
+  // engine / LibTorch per layer model; false when a pair computed different first losses.
+  bool add_layer_ratios() {
+    bool agreed = true;
+    for (const std::string& name : kLayerCases) {
+      auto engine = seconds_.find("BM_EngineLayerStep/" + name);
+      auto torch = seconds_.find("BM_TorchLayerStep/" + name);
+      if (engine == seconds_.end() || torch == seconds_.end()) continue;
+      const double engine_loss = first_loss_.at(engine->first);
+      const double torch_loss = first_loss_.at(torch->first);
+      if (std::abs(engine_loss - torch_loss) > 1e-4 * std::abs(torch_loss)) {
+        std::cout << fmt::format("FAILED: {}: first losses {:.6f} (engine) and {:.6f} (LibTorch) "
+                                 "differ; the timing compares different work\n",
+                                 name, engine_loss, torch_loss);
+        agreed = false;
+      }
+      const double ratio = engine->second / torch->second;
+      targets_.add({"engine step / LibTorch eager step, " + name + ", 1 device x 32", ratio,
+                    "<= 1.0", ratio <= 1.0,
+                    fmt::format("engine {:.1f} ms, LibTorch {:.1f} ms; first loss {:.6f} vs {:.6f}",
+                                engine->second * 1e3, torch->second * 1e3, engine_loss,
+                                torch_loss)});
+    }
+    return agreed;
   }
 
   // The roofline: the step's GEMM FLOPs (its dot_generals at batch 512) over the step's time,
@@ -363,5 +486,5 @@ class RatioReporter : public SummaryReporter {
 
 int main(int argc, char** argv) {
   return parity::bench::run_with_summary<parity::bench::RatioReporter>(
-      argc, argv, parity::bench::register_gemm_benchmarks);
+      argc, argv, parity::bench::register_benchmarks);
 }
