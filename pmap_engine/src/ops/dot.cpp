@@ -267,11 +267,15 @@ Buffer dot_general_kernel(const Buffer& lhs, const Buffer& rhs, const DimensionN
   use_single_threaded_blas();
   const ir::AbstractValue out_type =
       dot_general_abstract_eval({lhs.dtype, lhs.shape}, {rhs.dtype, rhs.shape}, dn);
-  Buffer out = Buffer::allocate(out_type.dtype, out_type.shape);  // zero-filled
   const std::vector<int64_t> lhs_free =
       remaining(static_cast<int64_t>(lhs.shape.size()), dn.lhs_contracting, dn.lhs_batch);
   const std::vector<int64_t> rhs_free =
       remaining(static_cast<int64_t>(rhs.shape.size()), dn.rhs_contracting, dn.rhs_batch);
+  int64_t contracted = 1;
+  for (int64_t d : dn.lhs_contracting) contracted *= lhs.shape[static_cast<size_t>(d)];
+  // Every element is written by the product below, except in an empty sum, which is zero.
+  if (contracted == 0) return Buffer::allocate(out_type.dtype, out_type.shape);
+  Buffer out = Buffer::allocate_uninitialized(out_type.dtype, out_type.shape);
   if (lhs.dtype == DType::f32 && try_direct_gemm<float>(lhs, rhs, dn, lhs_free, rhs_free, out)) {
     return out;
   }
@@ -284,7 +288,7 @@ Buffer dot_general_kernel(const Buffer& lhs, const Buffer& rhs, const DimensionN
     const auto a = pack<Element>(lhs, dn.lhs_batch, lhs_free, dn.lhs_contracting);  // [B, M, K]
     const auto b = pack<Element>(rhs, dn.rhs_batch, dn.rhs_contracting, rhs_free);  // [B, K, N]
     const size_t m = a.num_rows, k = a.num_cols, n = b.num_cols;
-    if (m == 0 || n == 0 || k == 0) return;  // an empty sum: the zero-filled output
+    if (m == 0 || n == 0) return;  // no element
     std::vector<Compute> c(a.num_batches * m * n);
     for (size_t batch = 0; batch < a.num_batches; ++batch) {
       matrix_multiply("dot_general", a.matrix(batch), b.matrix(batch), c.data() + batch * m * n, m,
