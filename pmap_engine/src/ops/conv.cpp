@@ -240,7 +240,8 @@ void im2col_conv(const Buffer& lhs, const Buffer& rhs, const ConvParams& p, Buff
   std::vector<Compute> converted_kernel;
   const Compute* kernel_matrix =
       as_compute<Element>(rhs.data<Storage>(), rhs.num_elements(), converted_kernel);
-  std::vector<Compute> patches(chunk * rows_per_image * depth);
+  // Uninitialised: fill_patches writes every element, the padding's zeros included.
+  std::vector<Compute, UninitializedAllocator<Compute>> patches(chunk * rows_per_image * depth);
   std::vector<Compute> product(Accumulator<Element>::kInPlace ? 0
                                                               : chunk * rows_per_image * features);
   const auto* input = lhs.data<Storage>();
@@ -405,7 +406,8 @@ void transpose_rhs_kernel(const Buffer& lhs, const Buffer& g, const ConvParams& 
   const std::vector<int64_t> taps_w = p.dim(1, lhs.shape[2], rhs_shape[1]).taps();
   const size_t image_elements = static_cast<size_t>(lhs.shape[1] * lhs.shape[2] * lhs.shape[3]);
   const size_t chunk = images_per_chunk(batch, rows_per_image * depth);
-  std::vector<Compute> patches(chunk * rows_per_image * depth);
+  // Uninitialised: fill_patches writes every element, the padding's zeros included.
+  std::vector<Compute, UninitializedAllocator<Compute>> patches(chunk * rows_per_image * depth);
   std::vector<Compute> converted_g;
   Accumulator<Element> sums(rhs_ct);
   const auto* input = lhs.data<Storage>();
