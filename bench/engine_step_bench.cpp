@@ -90,18 +90,21 @@ void BM_EngineTrainStep(benchmark::State& state) {
 }
 BENCHMARK(BM_EngineTrainStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-void BM_TorchEagerStep(benchmark::State& state) {
+// LibTorch eager train steps of `model` (an Mlp holder or a CaseModelImpl pointer, both shared
+// handles) on `size`
+// rows of `x` with `labels`: zero_grad, forward, the case's loss, backward, the optimizer's
+// step, one intra-op thread; the first loss goes into the counters.
+template <typename Model>
+void time_torch_steps(benchmark::State& state, Model model, const CaseSpec& spec,
+                      const std::vector<float>& x_values, const std::vector<int64_t>& labels,
+                      int64_t size) {
   torch::set_num_threads(1);
-  const Batch& b = batch();
-  ddp_ref::Mlp model(b.spec.model);
-  ddp_ref::load_canonical_params(*model, b.init, "init");
-  auto optimizer = ddp_ref::make_optimizer(b.spec.train, model->parameters());
-  auto x = torch::from_blob(const_cast<float*>(b.x.data()), {b.size, 784}).clone();
-  auto y =
-      torch::from_blob(const_cast<int64_t*>(b.labels64.data()), {b.size}, torch::kInt64).clone();
+  auto optimizer = ddp_ref::make_optimizer(spec.train, model->parameters());
+  auto x = torch::from_blob(const_cast<float*>(x_values.data()), {size, 784}).clone();
+  auto y = torch::from_blob(const_cast<int64_t*>(labels.data()), {size}, torch::kInt64).clone();
   auto step = [&] {
     optimizer->zero_grad();
-    auto loss = ddp_ref::compute_loss(b.spec.model, model->forward(x), y);
+    torch::Tensor loss = ddp_ref::compute_loss(spec.model, model->forward(x), y);
     loss.backward();
     optimizer->step();
     return loss.item<double>();
@@ -109,7 +112,14 @@ void BM_TorchEagerStep(benchmark::State& state) {
   state.counters["first_loss"] = step();
   for (auto _ : state) step();
   state.counters["samples_per_second"] = benchmark::Counter(
-      static_cast<double>(b.size * state.iterations()), benchmark::Counter::kIsRate);
+      static_cast<double>(size * state.iterations()), benchmark::Counter::kIsRate);
+}
+
+void BM_TorchEagerStep(benchmark::State& state) {
+  const Batch& b = batch();
+  ddp_ref::Mlp model(b.spec.model);
+  ddp_ref::load_canonical_params(*model, b.init, "init");
+  time_torch_steps(state, model, b.spec, b.x, b.labels64, b.size);
 }
 BENCHMARK(BM_TorchEagerStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -168,26 +178,11 @@ void BM_EngineLayerStep(benchmark::State& state, const std::string& case_name) {
 }
 
 void BM_TorchLayerStep(benchmark::State& state, const std::string& case_name) {
-  torch::set_num_threads(1);
   const LayerBatch& b = layer_batch(case_name);
   const std::shared_ptr<ddp_ref::CaseModelImpl> model = ddp_ref::make_case_model(b.spec.model);
   ddp_ref::load_canonical_params(*model, b.init, "init");
   model->train();
-  auto optimizer = ddp_ref::make_optimizer(b.spec.train, model->parameters());
-  auto x = torch::from_blob(const_cast<float*>(b.x.data()), {b.size, 784}).clone();
-  auto y =
-      torch::from_blob(const_cast<int64_t*>(b.labels64.data()), {b.size}, torch::kInt64).clone();
-  auto step = [&] {
-    optimizer->zero_grad();
-    auto loss = ddp_ref::compute_loss(b.spec.model, model->forward(x), y);
-    loss.backward();
-    optimizer->step();
-    return loss.item<double>();
-  };
-  state.counters["first_loss"] = step();
-  for (auto _ : state) step();
-  state.counters["samples_per_second"] = benchmark::Counter(
-      static_cast<double>(b.size * state.iterations()), benchmark::Counter::kIsRate);
+  time_torch_steps(state, model, b.spec, b.x, b.labels64, b.size);
 }
 
 const std::vector<std::string> kLayerCases = {"cnn-fmnist", "vit-fmnist"};

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +86,36 @@ inline Array irregular(const Shape& shape, double seed = 0.3) {
     values[i] = std::sin(seed + 1.7 * static_cast<double>(i));
   }
   return Array::from_doubles(shape, values);
+}
+
+// f32 values drawn from N(0, 1) by std::mt19937(seed).
+inline Array normal_array(Shape shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(shape_num_elements(shape));
+  for (float& value : values) value = normal(rng);
+  return Array::from_floats(std::move(shape), values);
+}
+
+// f on args run op by op (DisableJit): each primitive's own kernel alone, the reference for
+// what a compiled program must compute.
+inline Tree op_by_op(const TreeFunction& f, const std::vector<Tree>& args) {
+  DisableJit off;
+  return f(args);
+}
+
+// Every leaf of `actual` holds the same bits as the same leaf of `expected`.
+inline void expect_same_bits(const Tree& actual, const Tree& expected) {
+  const std::vector<Array> a = actual.leaves();
+  const std::vector<Array> b = expected.leaves();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Buffer& x = a[i].buffer();
+    const Buffer& y = b[i].buffer();
+    ASSERT_EQ(x.shape, y.shape) << "leaf " << i;
+    EXPECT_EQ(std::memcmp(x.bytes->data(), y.bytes->data(), x.num_bytes()), 0)
+        << "leaf " << i << " differs from the op-by-op result";
+  }
 }
 
 // The message of the EngineError fn raises, or "(no error)".

@@ -12,19 +12,16 @@
 #include "pmap_engine/ops.h"
 #include "pmap_engine/optim.h"
 #include "pmap_engine/transforms.h"
+#include "engine_test_util.h"
 #include "runtime/compile.h"
 #include "runtime/program_cache.h"
 
 namespace pmap_engine {
 namespace {
 
-Array random_array(Shape shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(shape_num_elements(shape));
-  for (float& value : values) value = normal(rng);
-  return Array::from_floats(std::move(shape), values);
-}
+using testing::expect_same_bits;
+using testing::normal_array;
+using testing::op_by_op;
 
 runtime::TracedFunction traced(const TreeFunction& function, const std::vector<Tree>& args) {
   return runtime::trace_function(
@@ -41,37 +38,20 @@ std::vector<std::string> fusion_calls(const TreeFunction& function, const std::v
   return calls;
 }
 
-void expect_same_bits(const Tree& fused, const Tree& op_by_op) {
-  const std::vector<Array> a = fused.leaves();
-  const std::vector<Array> b = op_by_op.leaves();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    const Buffer& x = a[i].buffer();
-    const Buffer& y = b[i].buffer();
-    ASSERT_EQ(x.shape, y.shape) << "leaf " << i;
-    EXPECT_EQ(std::memcmp(x.bytes->data(), y.bytes->data(), x.num_bytes()), 0)
-        << "leaf " << i << " differs from the op-by-op result";
-  }
-}
-
 // optax.adam's update and apply_updates: per leaf a dozen element-wise ops that the trace
 // interleaves across leaves (tree_map per stage). Sizes that are not multiples of the block.
 TEST(LoopFusion, AdamUpdateIsFusedAndBitIdenticalToOpByOp) {
   const optim::GradientTransformation optimizer = optim::adam(1e-3);
-  const Tree params = Tree::dict({{"w", random_array({7, 301}, 1)}, {"b", random_array({1000}, 2)}});
-  const Tree grads = Tree::dict({{"w", random_array({7, 301}, 3)}, {"b", random_array({1000}, 4)}});
+  const Tree params = Tree::dict({{"w", normal_array({7, 301}, 1)}, {"b", normal_array({1000}, 2)}});
+  const Tree grads = Tree::dict({{"w", normal_array({7, 301}, 3)}, {"b", normal_array({1000}, 4)}});
   const TreeFunction step = [&](const std::vector<Tree>& args) {
     auto [updates, state] = optimizer.update(args[1], args[2], args[0]);
     return Tree::tuple({optim::apply_updates(args[0], updates), state});
   };
   const Tree state = optimizer.init(params);
   Tree fused = jit(step)({params, grads, state});
-  Tree op_by_op;
-  {
-    DisableJit off;
-    op_by_op = step({params, grads, state});
-  }
-  expect_same_bits(fused, op_by_op);
+  const Tree reference = op_by_op(step, {params, grads, state});
+  expect_same_bits(fused, reference);
   // Each leaf's update (moments, bias correction, sqrt, division, scaling, the new value) is one
   // loop per shape: two fusions, whatever order the trace interleaved the leaves in.
   EXPECT_EQ(fusion_calls(step, {params, grads, state}).size(), 2u);
@@ -86,14 +66,10 @@ TEST(LoopFusion, AGroupNeverMovesPastAnOutsideReaderOfItsValues) {
     const Array u = t * 3.0;
     return Tree(u + r);
   };
-  const Array x = random_array({700}, 5);
+  const Array x = normal_array({700}, 5);
   EXPECT_THAT(fusion_calls(f, {x}), ::testing::ElementsAre("mul,add"));
-  Tree op_by_op;
-  {
-    DisableJit off;
-    op_by_op = f({x});
-  }
-  expect_same_bits(jit(f)({x}), op_by_op);
+  const Tree reference = op_by_op(f, {x});
+  expect_same_bits(jit(f)({x}), reference);
 }
 
 // A value read outside its group is materialised as an output of the fused loop; the others
@@ -105,7 +81,7 @@ TEST(LoopFusion, ValuesReadOutsideTheGroupAreItsOutputs) {
     const Array c = b + 1.0;
     return Tree::tuple({Tree(c), Tree(sum(a))});
   };
-  const Array x = random_array({33, 17}, 6);
+  const Array x = normal_array({33, 17}, 6);
   const auto executable = runtime::compile(traced(f, {x}).program);
   const ir::Equation* fusion = nullptr;
   for (const ir::Equation& equation : executable->program.equations) {
@@ -115,12 +91,8 @@ TEST(LoopFusion, ValuesReadOutsideTheGroupAreItsOutputs) {
   EXPECT_EQ(fusion->params.text("calls"), "tanh,mul,add");
   EXPECT_EQ(fusion->outputs.size(), 2u);  // a (read by the sum) and c (a program output)
   EXPECT_EQ(executable->fused_equations, 3);
-  Tree op_by_op;
-  {
-    DisableJit off;
-    op_by_op = f({x});
-  }
-  expect_same_bits(jit(f)({x}), op_by_op);
+  const Tree reference = op_by_op(f, {x});
+  expect_same_bits(jit(f)({x}), reference);
 }
 
 // A bias row [1, N] (and [1, A, B] against [K, A, B]) broadcast along the leading dimensions is
@@ -134,15 +106,11 @@ TEST(LoopFusion, ABroadcastRowIsReadPeriodicallyAcrossBlocks) {
   };
   for (const auto& [x_shape, b_shape] :
        std::vector<std::pair<Shape, Shape>>{{{300, 7}, {7}}, {{70, 3, 5}, {3, 5}}}) {
-    const Array x = random_array(x_shape, 8);
-    const Array b = random_array(b_shape, 9);
+    const Array x = normal_array(x_shape, 8);
+    const Array b = normal_array(b_shape, 9);
     EXPECT_THAT(fusion_calls(f, {x, b}), ::testing::ElementsAre("add,tanh,mul"));
-    Tree op_by_op;
-    {
-      DisableJit off;
-      op_by_op = f({x, b});
-    }
-    expect_same_bits(jit(f)({x, b}), op_by_op);
+    const Tree reference = op_by_op(f, {x, b});
+    expect_same_bits(jit(f)({x, b}), reference);
   }
 }
 
@@ -154,20 +122,16 @@ TEST(LoopFusion, ADonatedInputIsOverwrittenInPlaceByTheLoop) {
   const TreeFunction f = [](const std::vector<Tree>& args) {
     return Tree((args[0].leaf() - 1.0) * 2.0 + args[0].leaf());
   };
-  const Array x = random_array({2049}, 7);
-  Tree op_by_op;
-  {
-    DisableJit off;
-    op_by_op = f({x});
-  }
+  const Array x = normal_array({2049}, 7);
+  const Tree reference = op_by_op(f, {x});
   Jitted step = jit(f, options);
   Tree fused = step({Array(x.buffer())});  // a copy holding the same storage is donated
-  expect_same_bits(fused, op_by_op);
+  expect_same_bits(fused, reference);
   EXPECT_EQ(step.last_execution().donated_reuses, 0);  // x itself still holds the storage
   Array own = Array::from_floats({2049}, x.to_floats());
   Tree in_place = step({own});
   EXPECT_EQ(step.last_execution().donated_reuses, 1);
-  expect_same_bits(in_place, op_by_op);
+  expect_same_bits(in_place, reference);
 }
 
 }  // namespace
