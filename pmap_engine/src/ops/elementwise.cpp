@@ -149,28 +149,13 @@ Buffer binary_map(const Buffer& a, const Buffer& b, Fn fn) {
 // upcasts bf16/f16 to f32 for these functions.
 template <typename E, typename Fn>
 Buffer unary_map(const Buffer& x, Fn fn, xla_math::F32BlockFn f32_block) {
+  if constexpr (std::is_same_v<typename E::Compute, float>) {
+    if (f32_block != nullptr) return map_f32_block<E>(x, f32_block);
+  }
   Buffer output = Buffer::allocate_uninitialized(x.dtype, x.shape);  // written in full
   const auto* in = x.data<typename E::Storage>();
   auto* out = output.data<typename E::Storage>();
   size_t num_elements = x.num_elements();
-  if constexpr (std::is_same_v<typename E::Compute, float>) {
-    if (f32_block != nullptr) {
-      if constexpr (std::is_same_v<typename E::Storage, float>) {
-        f32_block(in, out, num_elements);
-      } else {
-        // bf16/f16: widen a chunk, apply, round back.
-        constexpr size_t kChunk = 256;
-        float chunk[kChunk];
-        for (size_t start = 0; start < num_elements; start += kChunk) {
-          const size_t count = std::min(kChunk, num_elements - start);
-          for (size_t i = 0; i < count; ++i) chunk[i] = E::load(in[start + i]);
-          f32_block(chunk, chunk, count);
-          for (size_t i = 0; i < count; ++i) out[start + i] = E::store(chunk[i]);
-        }
-      }
-      return output;
-    }
-  }
   for (size_t i = 0; i < num_elements; ++i) out[i] = E::store(fn(E::load(in[i])));
   return output;
 }

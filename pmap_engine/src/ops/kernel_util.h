@@ -19,6 +19,7 @@
 //   });
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -88,6 +89,30 @@ decltype(auto) dispatch_among(const char* dispatcher, DType dtype, Fn&& fn) {
   } else {
     unsupported_kernel_dtype(dispatcher, dtype);
   }
+}
+
+// out[i] = block(in[i]) for an element type computed in f32, through an f32 block function
+// (ops/xla_math.h): f32 data directly, bf16/f16 widened a chunk at a time and rounded back once.
+template <typename E>
+Buffer map_f32_block(const Buffer& x, void (*block)(const float*, float*, size_t)) {
+  static_assert(std::is_same_v<typename E::Compute, float>, "an f32 block computes in f32");
+  Buffer output = Buffer::allocate_uninitialized(x.dtype, x.shape);  // written in full
+  const auto* in = x.data<typename E::Storage>();
+  auto* out = output.data<typename E::Storage>();
+  const size_t num_elements = x.num_elements();
+  if constexpr (std::is_same_v<typename E::Storage, float>) {
+    block(in, out, num_elements);
+  } else {
+    constexpr size_t kChunk = 256;
+    float chunk[kChunk];
+    for (size_t start = 0; start < num_elements; start += kChunk) {
+      const size_t count = std::min(kChunk, num_elements - start);
+      for (size_t i = 0; i < count; ++i) chunk[i] = E::load(in[start + i]);
+      block(chunk, chunk, count);
+      for (size_t i = 0; i < count; ++i) out[start + i] = E::store(chunk[i]);
+    }
+  }
+  return output;
 }
 
 // f32, f64, bf16, f16.

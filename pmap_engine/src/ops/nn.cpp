@@ -57,13 +57,6 @@ std::vector<Buffer> map_floating(const Buffer& in, Fn fn) {
   return {out};
 }
 
-// An f32 operand through an f32 block function (ops/xla_math.h).
-std::vector<Buffer> map_f32_block(const Buffer& in, xla_math::F32BlockFn block) {
-  Buffer out = Buffer::allocate_uninitialized(in.dtype, in.shape);  // written in full
-  block(in.data<float>(), out.data<float>(), in.num_elements());
-  return {out};
-}
-
 // lax.logistic: 1 / (1 + exp(-x)), the expression XLA's LogisticExpander rewrites it to on CPU:
 // in f32 (and bf16/f16, computed in f32 and rounded once) with XLA's own exp
 // (xla_math::logistic_f32), in f64 with <cmath>. VJP: the transpose of lax.py's default JVP
@@ -74,17 +67,19 @@ const ir::Primitive* kLogistic = ir::register_primitive({
       return floating_unary_type("logistic", in);
     },
     [](const std::vector<const Buffer*>& in, const ir::Params&) {
-      if (in[0]->dtype == DType::f32) return map_f32_block(*in[0], xla_math::logistic_f32);
-      return map_floating(*in[0], [](auto v) {
-        using T = decltype(v);
-        if constexpr (std::is_same_v<T, float>) {
-          float y;
-          xla_math::logistic_f32(&v, &y, 1);
-          return y;
+      const Buffer& x = *in[0];
+      return std::vector<Buffer>{dispatch_float(x.dtype, [&](auto element) {
+        using E = decltype(element);
+        if constexpr (std::is_same_v<typename E::Compute, float>) {
+          return map_f32_block<E>(x, xla_math::logistic_f32);
         } else {
-          return T(1) / (T(1) + std::exp(-v));
+          Buffer out = Buffer::allocate_uninitialized(x.dtype, x.shape);  // written in full
+          const double* v = x.data<double>();
+          double* y = out.data<double>();
+          for (size_t i = 0; i < x.num_elements(); ++i) y[i] = 1.0 / (1.0 + std::exp(-v[i]));
+          return out;
         }
-      });
+      })};
     },
     [](const ir::VjpArgs& args) {
       // ans, ct: [...]
