@@ -50,14 +50,16 @@ void DeviceRun::define(int var, Buffer buffer, bool may_recycle, bool donation) 
   from_donation_[v] = donation;
 }
 
-void DeviceRun::release(int var) {
+// `e`: the equation after which `var` dies; its storage is kept for reuse only while the pool
+// holds fewer of that size than the results still to come.
+void DeviceRun::release(int var, size_t e) {
   const size_t v = static_cast<size_t>(var);
   Buffer& buffer = values_[v];
   if (--storage_users_[buffer.bytes.get()] == 0) {
     storage_users_.erase(buffer.bytes.get());
     live_bytes_ -= static_cast<int64_t>(buffer.num_bytes());
     if (recyclable_[v] && pool_.count(buffer.num_bytes()) <
-                              liveness_.results_after(buffer.num_bytes(), current_equation_)) {
+                              liveness_.results_after(buffer.num_bytes(), e)) {
       pool_.give(std::move(buffer.bytes), from_donation_[v]);
     }
   }
@@ -112,17 +114,16 @@ void DeviceRun::run(size_t e) {
 
 void DeviceRun::finish(size_t e, std::vector<Buffer> results) {
   const ir::Equation& equation = program_.equations[e];
-  current_equation_ = e;
   for (size_t o = 0; o < results.size(); ++o) {
     define(equation.outputs[o], std::move(results[o]), true, false);
   }
   for (int var : equation.inputs) {
-    if (dies_at(var, e)) release(var);
+    if (dies_at(var, e)) release(var, e);
   }
   // Results nobody reads die at once.
   for (int var : equation.outputs) {
     const size_t v = static_cast<size_t>(var);
-    if (!liveness_.is_read[v] && !liveness_.is_output[v]) release(var);
+    if (!liveness_.is_read[v] && !liveness_.is_output[v]) release(var, e);
   }
 }
 

@@ -46,7 +46,7 @@ class DeviceRun {
 
  private:
   void define(int var, Buffer buffer, bool may_recycle, bool donation);
-  void release(int var);
+  void release(int var, size_t e);
   bool dies_at(int var, size_t e) const;
   void offer_dying_input(size_t e);
 
@@ -62,7 +62,6 @@ class DeviceRun {
   int64_t live_bytes_ = 0;
   int64_t peak_bytes_ = 0;
   int64_t peak_footprint_ = 0;
-  size_t current_equation_ = 0;  // the equation whose results are being stored
 };
 
 }  // namespace pmap_engine::runtime
