@@ -167,7 +167,9 @@ class Grouping {
       : program_(program),
         group_of_(program.equations.size(), -1),
         producer_(program.vars.size(), -1),
-        readers_(program.vars.size()) {
+        readers_(program.vars.size()),
+        is_output_(program.vars.size(), false) {
+    for (int var : program.outputs) is_output_[static_cast<size_t>(var)] = true;
     for (size_t e = 0; e < program.equations.size(); ++e) {
       for (int var : program.equations[e].inputs) readers_[static_cast<size_t>(var)].push_back(e);
       for (int var : program.equations[e].outputs) {
@@ -186,6 +188,18 @@ class Grouping {
       if (members.size() > 1) out.push_back(members);
     }
     return out;
+  }
+
+  // Whether a member's value leaves its group: a program output, or read by an equation of
+  // another group or of none.
+  bool escapes(int var) const {
+    const auto v = static_cast<size_t>(var);
+    if (is_output_[v]) return true;
+    const int group = group_of_[static_cast<size_t>(producer_[v])];
+    for (size_t reader : readers_[v]) {
+      if (group_of_[reader] != group) return true;
+    }
+    return false;
   }
 
  private:
@@ -244,21 +258,14 @@ class Grouping {
   std::vector<int> group_of_;
   std::vector<int> producer_;
   std::vector<std::vector<size_t>> readers_;
+  std::vector<bool> is_output_;
   std::vector<std::vector<size_t>> groups_;
 };
 
 // The equation that runs `members` as one loop, with its primitive.
-ir::Equation fused_equation(const ir::Program& program, const std::vector<size_t>& members,
+ir::Equation fused_equation(const ir::Program& program, const Grouping& grouping,
+                            const std::vector<size_t>& members,
                             std::vector<std::unique_ptr<ir::Primitive>>& fusions) {
-  const std::set<size_t> in_group(members.begin(), members.end());
-  std::vector<bool> is_output(program.vars.size(), false);
-  for (int var : program.outputs) is_output[static_cast<size_t>(var)] = true;
-  std::vector<bool> read_outside(program.vars.size(), false);
-  for (size_t e = 0; e < program.equations.size(); ++e) {
-    if (in_group.count(e)) continue;
-    for (int var : program.equations[e].inputs) read_outside[static_cast<size_t>(var)] = true;
-  }
-
   auto loop = std::make_shared<FusedLoop>();
   ir::Equation fused;
   std::vector<int> step_of(program.vars.size(), -1);  // var -> the step computing it
@@ -278,23 +285,24 @@ ir::Equation fused_equation(const ir::Program& program, const std::vector<size_t
         fused.inputs.push_back(var);
         loop->input_kinds.push_back(input_kind(
             program.vars[v].shape, program.vars[static_cast<size_t>(member.outputs[0])].shape));
+        loop->last_reader.push_back(-1);
         known = fused.inputs.end() - 1;
       }
       const auto r = static_cast<size_t>(known - fused.inputs.begin());
       step.operands.push_back(static_cast<int>(r));
-      loop->last_reader.resize(fused.inputs.size(), -1);
       loop->last_reader[r] = static_cast<int>(loop->steps.size());
     }
     const int out = member.outputs[0];
     step_of[static_cast<size_t>(out)] = static_cast<int>(loop->steps.size());
-    if (is_output[static_cast<size_t>(out)] || read_outside[static_cast<size_t>(out)]) {
+    if (grouping.escapes(out)) {
       fused.outputs.push_back(out);
       loop->output_steps.push_back(loop->steps.size());
     }
     loop->steps.push_back(std::move(step));
     ops += (ops.empty() ? "" : ",") + member.primitive->name;
   }
-  loop->shape = program.vars[static_cast<size_t>(program.equations[members.back()].outputs[0])].shape;
+  const int last_value = program.equations[members.back()].outputs[0];
+  loop->shape = program.vars[static_cast<size_t>(last_value)].shape;
 
   auto primitive = std::make_unique<ir::Primitive>();
   primitive->name = "fusion";
@@ -316,7 +324,8 @@ ir::Equation fused_equation(const ir::Program& program, const std::vector<size_t
 
 void fuse_elementwise_loops(Executable& executable) {
   const ir::Program& program = executable.program;
-  const std::vector<std::vector<size_t>> groups = Grouping(program).fused_groups();
+  const Grouping grouping(program);
+  const std::vector<std::vector<size_t>> groups = grouping.fused_groups();
   if (groups.empty()) return;
   // Each group runs at its last member's place; its other members are dropped.
   std::vector<int> runs_group(program.equations.size(), -1);
@@ -330,7 +339,7 @@ void fuse_elementwise_loops(Executable& executable) {
   for (size_t e = 0; e < program.equations.size(); ++e) {
     if (runs_group[e] >= 0) {
       equations.push_back(fused_equation(
-          program, groups[static_cast<size_t>(runs_group[e])], executable.fusions));
+          program, grouping, groups[static_cast<size_t>(runs_group[e])], executable.fusions));
     } else if (!dropped[e]) {
       equations.push_back(program.equations[e]);
     }
