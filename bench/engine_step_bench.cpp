@@ -50,28 +50,35 @@ namespace {
 
 namespace pe = pmap_engine;
 
+// `size` samples of the Fashion-MNIST training set for a case on one device, with the case's
+// initial parameters; made once per case and kept.
 struct Batch {
   CaseSpec spec;
   NamedTensors init;
   std::vector<float> x;
   std::vector<int32_t> labels32;
   std::vector<int64_t> labels64;
-  int64_t size = 512;
+  int64_t size = 0;
 };
 
-const Batch& batch() {
-  static const Batch shared = [] {
-    Batch b;
-    b.spec = load_case("mlp2-fmnist", {"parallel.replicas=1", "data.per_replica_batch=512"});
-    b.init = init_mlp_params(b.spec.model.widths, b.spec.init.seed, b.spec.init.scale);
-    Dataset train = load_fashion_mnist("train");
-    b.x.assign(train.features.begin(), train.features.begin() + b.size * train.feature_dim);
-    b.labels64.assign(train.labels.begin(), train.labels.begin() + b.size);
-    b.labels32.assign(b.labels64.begin(), b.labels64.end());
-    return b;
-  }();
-  return shared;
+const Batch& case_batch(const std::string& case_name, int64_t size) {
+  static std::map<std::string, Batch> batches;
+  auto found = batches.find(case_name);
+  if (found != batches.end()) return found->second;
+  Batch b;
+  b.size = size;
+  b.spec = load_case(case_name, {"parallel.replicas=1",
+                                 "data.per_replica_batch=" + std::to_string(size)});
+  b.init = init_model_params(b.spec);
+  Dataset train = load_fashion_mnist("train");
+  b.x.assign(train.features.begin(), train.features.begin() + b.size * train.feature_dim);
+  b.labels64.assign(train.labels.begin(), train.labels.begin() + b.size);
+  b.labels32.assign(b.labels64.begin(), b.labels64.end());
+  return batches.emplace(case_name, std::move(b)).first->second;
 }
+
+// The mlp2-fmnist step's batch: 512 samples.
+const Batch& batch() { return case_batch("mlp2-fmnist", 512); }
 
 void BM_EngineTrainStep(benchmark::State& state) {
   const Batch& b = batch();
@@ -130,31 +137,11 @@ BENCHMARK(BM_TorchEagerStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 // runs ddp_ref's model of the case in train mode. Both start from the case's initial parameters
 // (flax's initialisation) and the same images, and must agree on the first loss.
 
-struct LayerBatch {
-  CaseSpec spec;
-  NamedTensors init;
-  std::vector<float> x;
-  std::vector<int32_t> labels32;
-  std::vector<int64_t> labels64;
-  int64_t size = 32;
-};
-
-const LayerBatch& layer_batch(const std::string& case_name) {
-  static std::map<std::string, LayerBatch> batches;
-  auto found = batches.find(case_name);
-  if (found != batches.end()) return found->second;
-  LayerBatch b;
-  b.spec = load_case(case_name, {"parallel.replicas=1", "data.per_replica_batch=32"});
-  b.init = init_model_params(b.spec);
-  Dataset train = load_fashion_mnist("train");
-  b.x.assign(train.features.begin(), train.features.begin() + b.size * train.feature_dim);
-  b.labels64.assign(train.labels.begin(), train.labels.begin() + b.size);
-  b.labels32.assign(b.labels64.begin(), b.labels64.end());
-  return batches.emplace(case_name, std::move(b)).first->second;
-}
+// One device's share of their 8 x 32 steps.
+const Batch& layer_batch(const std::string& case_name) { return case_batch(case_name, 32); }
 
 void BM_EngineLayerStep(benchmark::State& state, const std::string& case_name) {
-  const LayerBatch& b = layer_batch(case_name);
+  const Batch& b = layer_batch(case_name);
   const pe::Tree params =
       cases::params_from_tensors(b.init, cases::name_separator(b.spec.model));
   const engine_trainer::MappedTrainStep step =
@@ -178,7 +165,7 @@ void BM_EngineLayerStep(benchmark::State& state, const std::string& case_name) {
 }
 
 void BM_TorchLayerStep(benchmark::State& state, const std::string& case_name) {
-  const LayerBatch& b = layer_batch(case_name);
+  const Batch& b = layer_batch(case_name);
   const std::shared_ptr<ddp_ref::CaseModelImpl> model = ddp_ref::make_case_model(b.spec.model);
   ddp_ref::load_canonical_params(*model, b.init, "init");
   model->train();
