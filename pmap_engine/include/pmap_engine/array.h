@@ -110,7 +110,9 @@ class Array {
   void donate_device_blocks();
   bool is_deleted() const { return impl_ && impl_->deleted; }
   // The blocks of an array a mapped call left on its devices; null for any other array.
-  const runtime::DeviceBlocks* device_blocks() const { return impl_ ? impl_->blocks.get() : nullptr; }
+  const runtime::DeviceBlocks* device_blocks() const {
+    return impl_ ? impl_->blocks.get() : nullptr;
+  }
 
  private:
   // The errors of buffer() on an array without values (deleted, a tracer, a ShapeDtypeStruct).

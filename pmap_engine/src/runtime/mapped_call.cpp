@@ -253,7 +253,8 @@ struct MappedFunction::State {
                                blocks_key(mesh, in[a][i], layout.global_shape(), span);
         if (reuse) {
           for (int64_t d = 0; d < mesh.size(); ++d) {
-            per_device[static_cast<size_t>(d)].push_back(resident->blocks()[static_cast<size_t>(d)]);
+            per_device[static_cast<size_t>(d)].push_back(
+                resident->blocks()[static_cast<size_t>(d)]);
           }
         } else {
           const Buffer& source = leaves[i].buffer(options.what.c_str());
@@ -311,6 +312,8 @@ struct MappedFunction::State {
       blocks.push_back(
           per_device[static_cast<size_t>(representative(mesh, layout.named_axes(), d))][o]);
     }
+    // The closure keeps its own mesh and rebuilds the layout from it when the value is read:
+    // a BlockLayout points at the mesh it was made with, which this call's caller owns.
     auto assemble = [mesh, sharding, device_shape = first.shape,
                      what = options.what + " output " + name](const std::vector<Buffer>& parts) {
       const BlockLayout output = BlockLayout::for_output(mesh, sharding, device_shape, what);
@@ -347,7 +350,8 @@ Tree MappedFunction::operator()(const Mesh& mesh, const std::vector<Tree>& args,
   std::vector<bool> donated;
   std::vector<std::vector<Buffer>> per_device =
       state.per_device_inputs(mesh, args, in, layouts, span, donated);
-  MappedExecutionResult result = execute_mapped(compiled.executable->program, std::move(per_device), donated,
+  MappedExecutionResult result = execute_mapped(compiled.executable->program,
+                                                std::move(per_device), donated,
                                                 global_axes(mesh, span), span);
   {
     std::lock_guard<std::mutex> lock(state.mutex);
@@ -365,7 +369,8 @@ Tree MappedFunction::operator()(const Mesh& mesh, const std::vector<Tree>& args,
   std::vector<Array> outputs;
   for (size_t o = 0; o < shardings.size(); ++o) {
     outputs.push_back(
-        state.assemble(mesh, result.per_device_outputs, o, shardings[o], leaf_name(paths, o), span));
+        state.assemble(mesh, result.per_device_outputs, o, shardings[o], leaf_name(paths, o),
+                       span));
   }
   return compiled.output.unflatten(outputs);
 }
