@@ -3,9 +3,8 @@
 #include <algorithm>
 
 namespace parity {
-namespace {
-// Linear interpolation between order statistics (NumPy's default "linear" method).
-double quantile(std::vector<double> sorted_values, double q) {
+
+double quantile_of_sorted(const std::vector<double>& sorted_values, double q) {
   if (sorted_values.empty()) return 0;
   double position = q * static_cast<double>(sorted_values.size() - 1);
   size_t below = static_cast<size_t>(position);
@@ -13,7 +12,6 @@ double quantile(std::vector<double> sorted_values, double q) {
   double fraction = position - static_cast<double>(below);
   return sorted_values[below] + fraction * (sorted_values[above] - sorted_values[below]);
 }
-}  // namespace
 
 RunTimings summarize_step_times(double setup_seconds, const std::vector<double>& step_seconds) {
   RunTimings timings;
@@ -23,8 +21,9 @@ RunTimings summarize_step_times(double setup_seconds, const std::vector<double>&
   std::vector<double> steady(step_seconds.begin() + 1, step_seconds.end());
   std::sort(steady.begin(), steady.end());
   timings.steady_steps = static_cast<int64_t>(steady.size());
-  timings.steady_step_median_seconds = quantile(steady, 0.5);
-  timings.steady_step_spread_seconds = quantile(steady, 0.75) - quantile(steady, 0.25);
+  timings.steady_step_median_seconds = quantile_of_sorted(steady, 0.5);
+  timings.steady_step_spread_seconds =
+      quantile_of_sorted(steady, 0.75) - quantile_of_sorted(steady, 0.25);
   return timings;
 }
 

@@ -7,17 +7,10 @@
 #include <random>
 
 #include "parity/common/error.h"
+#include "parity/common/step_timing.h"
 
 namespace parity::compare {
 namespace {
-
-// Linear interpolation between order statistics (NumPy's default), as run.json's medians are.
-double quantile_of_sorted(const std::vector<double>& sorted, double q) {
-  const double position = q * static_cast<double>(sorted.size() - 1);
-  const auto below = static_cast<size_t>(position);
-  const size_t above = std::min(below + 1, sorted.size() - 1);
-  return sorted[below] + (position - static_cast<double>(below)) * (sorted[above] - sorted[below]);
-}
 
 // Reorders `values`.
 double median_of(std::vector<double>& values) {
