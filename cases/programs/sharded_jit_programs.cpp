@@ -41,8 +41,8 @@ std::optional<std::string> run_sharded_jit_program(const CaseSpec& spec,
   };
   pe::JitOptions options;
   options.in_shardings = program.jit == JitShardings::kTwoForFourArguments
-                             ? std::vector<pe::NamedSharding>(2, data_sharding)
-                             : std::vector<pe::NamedSharding>(4, data_sharding);
+                             ? std::vector<pe::ShardingTree>(2, data_sharding)
+                             : std::vector<pe::ShardingTree>(4, data_sharding);
 
   const GlobalBatch batch =
       global_samples(spec, program.name, spec.parallel.replicas * spec.data.per_replica_batch);

@@ -234,7 +234,7 @@ NamedSharding data_sharding() {
 
 std::string jit_error(std::vector<NamedSharding> shardings, const std::vector<Tree>& args) {
   JitOptions options;
-  options.in_shardings = std::move(shardings);
+  options.in_shardings = std::vector<ShardingTree>(shardings.begin(), shardings.end());
   const Jitted f = jit([](const std::vector<Tree>& a) { return a[0]; }, options, "f");
   return error_of([&] { f(args); });
 }

@@ -43,7 +43,7 @@ std::string error_of(const Jitted& f, const std::vector<Tree>& args) {
 
 Jitted with_shardings(std::vector<NamedSharding> shardings, std::set<size_t> statics = {}) {
   JitOptions options;
-  options.in_shardings = std::move(shardings);
+  options.in_shardings = std::vector<ShardingTree>(shardings.begin(), shardings.end());
   options.static_argnums = std::move(statics);
   return jit(affine_sum, options, "affine_sum");
 }
@@ -73,7 +73,7 @@ TEST(JitShardings, ALeafThatDoesNotDivideOverTheMeshIsRefusedWithItsPath) {
 
 TEST(JitShardings, AScalarWithASplitSpecIsRefusedWithTheHintForScalars) {
   JitOptions options;
-  options.in_shardings = std::vector<NamedSharding>{sharded()};
+  options.in_shardings = std::vector<ShardingTree>{sharded()};
   const Jitted f = jit([](const std::vector<Tree>& args) { return args[0]; }, options, "id");
   EXPECT_THAT(error_of(f, {Tree::tuple({Array::scalar(3)})}),
               HasSubstr("One of pjit arguments with pytree key path args[0][0] is incompatible "
@@ -87,7 +87,7 @@ TEST(JitShardings, AScalarWithASplitSpecIsRefusedWithTheHintForScalars) {
 
 TEST(JitShardings, StaticArgumentsTakeNoSharding) {
   JitOptions options;
-  options.in_shardings = std::vector<NamedSharding>{replicated(), sharded()};
+  options.in_shardings = std::vector<ShardingTree>{replicated(), sharded()};
   options.static_argnums = {2};
   const Jitted f = jit(
       [](const std::vector<Tree>& args) {
@@ -109,7 +109,7 @@ TEST(JitShardings, ACollectiveInsideJitHasNoAxisToReduceOver) {
   // jit binds no axis names, whatever the shardings say: seed 002 §2.2's lax.pmean(grads,
   // axis_name='data') inside the sharded jit is JAX's unbound axis name error.
   JitOptions options;
-  options.in_shardings = std::vector<NamedSharding>{sharded()};
+  options.in_shardings = std::vector<ShardingTree>{sharded()};
   const Jitted f =
       jit([](const std::vector<Tree>& args) { return Tree(pmean(args[0].leaf(), "data")); },
           options, "pmean_in_jit");

@@ -24,11 +24,16 @@ struct JitOptions {
   std::set<size_t> static_argnums;
   // Arguments the caller gives up: their buffers may be updated in place (donate_argnums).
   std::set<size_t> donate_argnums;
-  // in_shardings: a tuple with one sharding per non-static positional argument, applying to
-  // each of its leaves. Every call checks them before tracing, with JAX's errors (a tuple of
-  // another length; a leaf of too low a rank or a dimension that does not divide); values are
-  // those of the unsharded function (see sharding.h). Unset: no placement requested.
-  std::optional<std::vector<NamedSharding>> in_shardings;
+  // in_shardings: a tuple with one entry per non-static positional argument: one sharding for
+  // all its leaves, or one per leaf (a pytree of shardings). Every call checks them before
+  // tracing, with JAX's errors (a tuple of another length; a leaf of too low a rank or a
+  // dimension that does not divide). The program is then partitioned as XLA's SPMD
+  // partitioner does (sharding.h): each device runs its block of the computation, with the
+  // collectives the shardings imply. Unset: the whole program on one device.
+  std::optional<std::vector<ShardingTree>> in_shardings;
+  // out_shardings: one entry per top-level output (tuple entry), or a single one for all of
+  // them; only with in_shardings. Unset: each output keeps the sharding propagation gave it.
+  std::optional<std::vector<ShardingTree>> out_shardings;
 };
 
 struct CacheStats {
@@ -44,11 +49,14 @@ struct CacheStats {
 };
 
 struct ExecutionStats {
-  int64_t peak_bytes = 0;     // live buffers at the worst point of the last run, exact
+  // Live buffers at the worst point of the last run, exact; per device for a sharded jit.
+  int64_t peak_bytes = 0;
   // What the run held at its worst point: live buffers and dead storage kept for reuse.
   int64_t peak_footprint_bytes = 0;
   int64_t num_ops = 0;
   int64_t donated_reuses = 0;  // outputs written into donated input buffers
+  int64_t num_devices = 1;     // the mesh's, for a sharded jit
+  int64_t num_collectives = 0;  // collectives the partitioned program ran
 };
 
 class Jitted {
@@ -61,6 +69,10 @@ class Jitted {
   ExecutionStats last_execution() const;
   // The program traced for these arguments (tracing it if needed), like jax.make_jaxpr.
   std::string program_text(const std::vector<Tree>& args) const;
+  // With in_shardings: every value's sharding after propagation, the per-device program after
+  // partitioning with the collectives it inserted (XLA's HLO after its SPMD partitioner), and
+  // the per-device memory plan. Throws EngineError without in_shardings.
+  std::string partitioned_program_text(const std::vector<Tree>& args) const;
 
  private:
   struct State;

@@ -83,4 +83,31 @@ void NamedSharding::check_leaf(const Shape& shape, const std::string& what) cons
   }
 }
 
+Shape NamedSharding::shard_shape(const Shape& global_shape) const {
+  Shape block = global_shape;
+  for (size_t d = 0; d < spec_.entries().size() && d < block.size(); ++d) {
+    for (const std::string& axis : spec_.entries()[d]) {
+      block[d] /= mesh_.axes()[mesh_.axis_position(axis)].size;
+    }
+  }
+  return block;
+}
+
+ShardingTree::ShardingTree(NamedSharding all) : per_leaf_{std::move(all)}, broadcast_(true) {}
+
+ShardingTree::ShardingTree(std::vector<NamedSharding> per_leaf) : per_leaf_(std::move(per_leaf)) {}
+
+const NamedSharding& ShardingTree::leaf(size_t i, size_t num_leaves,
+                                        const std::string& what) const {
+  if (broadcast_) return per_leaf_.front();
+  if (per_leaf_.size() != num_leaves) {
+    // jax/_src/api_util.py flatten_axis_resources: a sharding tree that is not a prefix of the
+    // value's tree.
+    throw EngineError(what + " has " + std::to_string(num_leaves) + " leaves but its sharding "
+                      "tree has " + std::to_string(per_leaf_.size()) +
+                      "; give one sharding for the whole value or one per leaf");
+  }
+  return per_leaf_[i];
+}
+
 }  // namespace pmap_engine

@@ -63,7 +63,7 @@ struct Jitted::State {
   // is not as long as the arguments, then pjit_check_aval_sharding checks every leaf, in
   // flatten order.
   void check_in_shardings(const std::vector<Tree>& args) const {
-    const std::vector<NamedSharding>& shardings = *options.in_shardings;
+    const std::vector<ShardingTree>& shardings = *options.in_shardings;
     std::vector<size_t> dynamic;
     for (size_t a = 0; a < args.size(); ++a) {
       if (!is_static(a)) dynamic.push_back(a);
@@ -80,7 +80,9 @@ struct Jitted::State {
         const std::string& inner = paths[l];
         const std::string path = "args[" + std::to_string(dynamic[i]) + "]" +
                                  (inner.empty() || inner[0] == '[' ? inner : "." + inner);
-        shardings[i].check_leaf(leaves[l].shape(), "pjit arguments with pytree key path " + path);
+        shardings[i]
+            .leaf(l, leaves.size(), "pjit in_shardings entry " + std::to_string(i))
+            .check_leaf(leaves[l].shape(), "pjit arguments with pytree key path " + path);
       }
     }
   }
@@ -142,6 +144,10 @@ ExecutionStats Jitted::last_execution() const {
 
 std::string Jitted::program_text(const std::vector<Tree>& args) const {
   return state_->trace(args).program.to_string();
+}
+
+std::string Jitted::partitioned_program_text(const std::vector<Tree>&) const {
+  throw EngineError("partitioned_program_text: the SPMD partitioner is being written");
 }
 
 Jitted jit(TreeFunction function, JitOptions options, std::string name) {
