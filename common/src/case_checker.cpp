@@ -6,6 +6,7 @@
 
 #include "case_writer.h"
 #include "parity/common/case_limits.h"
+#include "parity/common/dropout_streams.h"
 #include "parity/common/engine_programs.h"
 #include "parity/common/error.h"
 #include "parity/common/observed_figures.h"
@@ -218,6 +219,57 @@ class CaseChecker {
            std::to_string(spec_.parallel.replicas) + " replicas cannot be spread evenly over " +
                std::to_string(spec_.parallel.processes) + " processes; expected a divisor of " +
                keys::kParallelReplicas.dotted());
+    }
+    if (spec_.parallel.style != "pmap") check_jit_style();
+  }
+
+  // What a jit over the global batch can train so that it does what DDP does. The step is
+  // loss, grads = value_and_grad(loss_fn)(params, x, y) with the loss the mean over the global
+  // batch, so there is one gradient (the global one) and one forward over the global batch.
+  // Gradient accumulation maps: each micro-batch's loss is the mean over the global
+  // micro-batch, and since DistributedSampler gives every rank a part of the same size, that is
+  // the mean of the ranks' means DDP all-reduces; mixed precision maps (its casts are inside
+  // loss_fn).
+  void check_jit_style() {
+    const std::string style = "style = \"" + spec_.parallel.style + "\"";
+    if (spec_.parallel.processes != 1) {
+      fail(keys::kParallelStyle,
+           style + " trains in one process (the engine's sharded jit spans this process's "
+               "devices), found " + keys::kParallelProcesses.dotted() + " = " +
+               std::to_string(spec_.parallel.processes),
+           "set parallel.processes = 1, or style = \"pmap\" for a multi-process run");
+    }
+    if (spec_.scenario.engine_program != "pmean") {
+      fail(keys::kParallelStyle,
+           style + " trains the faithful step only (value_and_grad of the global mean loss; the "
+               "partitioner inserts the all-reduce), but " +
+               keys::kScenarioEngineProgram.dotted() + " = \"" + spec_.scenario.engine_program +
+               "\" is a step written for pmap",
+           "use style = \"pmap\" for the documents' programs, or engine_program = \"pmean\"");
+    }
+    if (spec_.train.clip_placement == "before_mean") {
+      fail(keys::kParallelStyle,
+           style + " has no per-device gradient to clip before the mean (the gradient of the "
+               "global mean loss is the mean already), found " +
+               keys::kTrainClipPlacement.dotted() + " = \"before_mean\"",
+           "use clip_placement = \"after_mean\", or style = \"pmap\"");
+    }
+    if (!dropout_sites(spec_.model).empty()) {
+      fail(keys::kParallelStyle,
+           style + " draws one dropout mask for the global batch from one key, where DDP's "
+               "ranks (and the pmap step's devices, from [rng] per_device) draw one each, so "
+               "the masks cannot agree step by step",
+           "use style = \"pmap\", or a model without dropout");
+    }
+    if (spec_.model.layers.empty()) return;
+    if (!infer_model_shapes(spec_.model.layers, spec_.model.input).batch_stats.empty()) {
+      fail(keys::kParallelStyle,
+           style + " runs BatchNorm over the global batch, so it normalises with the global "
+               "batch's statistics (SyncBatchNorm's semantics), while DDP's BatchNorm normalises "
+               "each rank's batch with that rank's own statistics (and PyTorch 1.13's "
+               "SyncBatchNorm runs on CUDA only, so ddp_ref cannot train the synced form)",
+           "use style = \"pmap\" (each device's own statistics, as DDP), or a model without "
+           "batch_norm");
     }
   }
 

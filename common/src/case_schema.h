@@ -109,6 +109,14 @@ inline const Key kParallelReplicas{
     "ddp_ref runs each rank as a thread and meters its memory in one of " +
         std::to_string(kMaxCaseReplicas) + " per-rank slots"};
 inline const Key kParallelProcesses{kParallel, "processes", at_least(1)};
+inline const std::vector<std::string> kParallelStyles = {"pmap", "jit-dp", "jit-fsdp"};
+// Added after the cases were hashed: a case that keeps pmap keeps its hash.
+inline const Key kParallelStyle{
+    kParallel, "style", one_of(kParallelStyles),
+    "how the engine spreads the step: pmap (a step per device, gradients pmean'd), jit-dp (jit "
+    "over the global batch, params and optimizer state replicated), jit-fsdp (jit, params and "
+    "optimizer state sharded over the devices)",
+    false};
 
 inline const Key kTrainSteps{
     kTrain, "steps", between(1, kMaxCaseSteps),
@@ -212,6 +220,7 @@ void for_each_case_key(Spec& spec, Visit&& visit) {
   visit(kDataSyntheticSeed, spec.data.synthetic_seed);
   visit(kParallelReplicas, spec.parallel.replicas);
   visit(kParallelProcesses, spec.parallel.processes);
+  visit(kParallelStyle, spec.parallel.style);
   visit(kTrainSteps, spec.train.steps);
   visit(kTrainOptimizer, spec.train.optimizer);
   visit(kTrainLr, spec.train.lr);

@@ -43,6 +43,11 @@ struct DataSpec {
 struct ParallelSpec {
   int64_t replicas = 8;   // data-parallel world size
   int64_t processes = 1;  // processes the replicas are spread over
+  // How the engine spreads the step over the devices (docs/case-schema.md): "pmap" (the step
+  // per device, gradients pmean'd), "jit-dp" (jit over the global batch, params replicated) or
+  // "jit-fsdp" (jit, params and optimizer state sharded over the devices). ddp_ref trains DDP
+  // whatever it says.
+  std::string style = "pmap";
 };
 
 struct TrainSpec {
