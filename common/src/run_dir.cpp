@@ -7,7 +7,10 @@
 //                   "started_at", "timings": {"setup_seconds", "first_step_seconds",
 //                               "steady_step_median_seconds", "steady_step_spread_seconds",
 //                               "steady_steps"},
-//                   "memory": {"peak_bytes_per_replica": [...], "method"},
+//                   "memory": {"peak_bytes_per_replica": [...], "method",
+//                              "param_bytes_per_replica", "optimizer_state_bytes_per_replica",
+//                              "state_layout" (these three optional)},
+//                   "parallel_style" (optional),
 //                   "results": {name: number}}
 //                  Replaced atomically (temp file + rename), so a reader never sees half of it.
 //   metrics.jsonl  one compact object per step: step, loss, replica_losses, grad_norm,
@@ -67,6 +70,11 @@ Json run_info_to_json(const RunInfo& info) {
       {"peak_bytes_per_replica", info.memory.peak_bytes_per_replica},
       {"method", info.memory.method},
   };
+  if (!info.memory.param_bytes_per_replica.empty()) {
+    memory["param_bytes_per_replica"] = info.memory.param_bytes_per_replica;
+    memory["optimizer_state_bytes_per_replica"] = info.memory.optimizer_state_bytes_per_replica;
+    memory["state_layout"] = info.memory.state_layout;
+  }
   Json versions = Json::object();
   for (const auto& [name, version] : info.versions) versions[name] = version;
   Json results = Json::object();
@@ -81,6 +89,7 @@ Json run_info_to_json(const RunInfo& info) {
   run["case"] = {{"name", info.case_name}, {"hash", info.case_hash}, {"toml", info.case_toml}};
   run["replicas"] = info.replicas;
   run["processes"] = info.processes;
+  if (!info.parallel_style.empty()) run["parallel_style"] = info.parallel_style;
   if (info.steps >= 0) run["steps"] = info.steps;
   run["dtype"] = info.dtype;
   run["optimizer"] = info.optimizer;
@@ -111,6 +120,31 @@ void check_format(const ObjectReader& run, const std::string& where) {
   if (schema_version < 1) {
     throw InputError(where + ": schema_version " + std::to_string(schema_version) +
                      " is not valid; this build reads schema " + std::to_string(kRunSchemaVersion));
+  }
+}
+
+// memory's optional per-replica parameter and optimizer-state bytes: both lists or neither, one
+// value per replica at most (fewer after a resume on fewer devices, as the peaks), none negative.
+void read_state_bytes(const ObjectReader& memory, RunInfo& info, const std::string& where) {
+  if (!memory.has("param_bytes_per_replica")) return;
+  MemoryReport& report = info.memory;
+  report.param_bytes_per_replica = memory.integers("param_bytes_per_replica");
+  report.optimizer_state_bytes_per_replica = memory.integers("optimizer_state_bytes_per_replica");
+  report.state_layout = memory.string("state_layout");
+  const size_t count = report.param_bytes_per_replica.size();
+  if (count != report.optimizer_state_bytes_per_replica.size() ||
+      static_cast<int64_t>(count) > info.replicas) {
+    throw InputError(fmt::format(
+        "{}: key \"memory\": {} parameter and {} optimizer-state byte counts for {} replicas; "
+        "expected one of each per replica; the file is damaged: rerun the producer",
+        where, count, report.optimizer_state_bytes_per_replica.size(), info.replicas));
+  }
+  for (const auto* counts :
+       {&report.param_bytes_per_replica, &report.optimizer_state_bytes_per_replica}) {
+    if (std::any_of(counts->begin(), counts->end(), [](int64_t bytes) { return bytes < 0; })) {
+      throw InputError(where + ": key \"memory\": a negative byte count; the file is damaged: "
+                       "rerun the producer");
+    }
   }
 }
 
@@ -147,6 +181,7 @@ RunInfo run_info_from_json(const Json& document, const std::string& where) {
                                  "replicas; the file is damaged: rerun the producer",
                                  where, info.processes, info.replicas));
   }
+  if (run.has("parallel_style")) info.parallel_style = run.string("parallel_style");
   if (run.has("steps")) {
     info.steps = run.integer("steps");
     if (info.steps < 0) {
@@ -177,6 +212,7 @@ RunInfo run_info_from_json(const Json& document, const std::string& where) {
                                  where, info.memory.peak_bytes_per_replica.size(), info.replicas));
   }
   info.memory.method = memory.string("method");
+  read_state_bytes(memory, info, where);
   info.results = run.number_map("results");
   return info;
 }

@@ -32,6 +32,11 @@ bool StepRecorder::records_tensors(int64_t step) const {
 
 void StepRecorder::check_losses_finite(const StepRecord& record) const {
   std::vector<std::string> bad;
+  // A run without per-replica losses (a jit over the global batch computes one loss) is
+  // checked on its global loss.
+  if (record.replica_losses.empty() && !std::isfinite(record.loss)) {
+    bad.push_back(fmt::format("the global batch ({})", describe_value(record.loss)));
+  }
   for (size_t r = 0; r < record.replica_losses.size(); ++r) {
     if (!std::isfinite(record.replica_losses[r])) {
       bad.push_back(

@@ -38,7 +38,8 @@ RunInfo sample_info() {
   info.host = "test-host";
   info.started_at = "2026-12-02T16:30:00Z";
   info.timings = {0.5, 1.25, 0.01, 0.002, 9};
-  info.memory = {{1000, 2000, 3000, 4000}, "counting CPU allocator (thread ranks)"};
+  info.memory.peak_bytes_per_replica = {1000, 2000, 3000, 4000};
+  info.memory.method = "counting CPU allocator (thread ranks)";
   info.results = {{"final_loss", 0.25}, {"test_accuracy", 0.875}};
   return info;
 }
@@ -327,6 +328,53 @@ TEST(RunDir, ReplicasAndProcessesOutOfRangeAreRefused) {
   });
   expect_input_error([&] { read_run_dir(temp.path()); },
                      {"key \"peak_bytes_per_replica\": 5 values for 4 replicas"});
+}
+
+// The style and what each replica holds between steps round-trip; a run written before they
+// existed reads them as not recorded; counts that do not fit the replicas are refused.
+TEST(RunDir, ParallelStyleAndHeldStateRoundTrip) {
+  TempDir temp;
+  RunInfo info = sample_info();
+  info.parallel_style = "jit-fsdp";
+  info.memory.param_bytes_per_replica = {407060, 407060, 407060, 407060};
+  info.memory.optimizer_state_bytes_per_replica = {814124, 814124, 814124, 814124};
+  info.memory.state_layout = "jit-fsdp over 4 devices: 4 of 4 parameter leaves split";
+  {
+    RunDirWriter writer(temp.path(), info);
+    writer.finish();
+  }
+  const RunDir run = read_run_dir(temp.path());
+  EXPECT_EQ(run.info.parallel_style, "jit-fsdp");
+  EXPECT_EQ(run.info.memory.param_bytes_per_replica, info.memory.param_bytes_per_replica);
+  EXPECT_EQ(run.info.memory.optimizer_state_bytes_per_replica,
+            info.memory.optimizer_state_bytes_per_replica);
+  EXPECT_EQ(run.info.memory.state_layout, info.memory.state_layout);
+
+  edit_run_json(temp.path(), [](auto& json) {
+    json.erase("parallel_style");
+    for (const char* key :
+         {"param_bytes_per_replica", "optimizer_state_bytes_per_replica", "state_layout"}) {
+      json["memory"].erase(key);
+    }
+  });
+  const RunDir older = read_run_dir(temp.path());
+  EXPECT_EQ(older.info.parallel_style, "");
+  EXPECT_TRUE(older.info.memory.param_bytes_per_replica.empty());
+  EXPECT_TRUE(older.info.memory.optimizer_state_bytes_per_replica.empty());
+
+  edit_run_json(temp.path(), [](auto& json) {
+    json["memory"]["param_bytes_per_replica"] = {1, 2, 3, 4, 5};
+    json["memory"]["optimizer_state_bytes_per_replica"] = {1, 2, 3, 4, 5};
+    json["memory"]["state_layout"] = "";
+  });
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     {"run.json", "key \"memory\": 5 parameter and 5 optimizer-state byte counts "
+                                  "for 4 replicas"});
+  edit_run_json(temp.path(), [](auto& json) {
+    json["memory"]["param_bytes_per_replica"] = {1, 2, 3, -4};
+    json["memory"]["optimizer_state_bytes_per_replica"] = {1, 2, 3, 4};
+  });
+  expect_input_error([&] { read_run_dir(temp.path()); }, {"a negative byte count"});
 }
 
 TEST(RunDir, ReplicaLossesOfTheWrongLengthAreRefusedWithTheLine) {

@@ -54,7 +54,8 @@ TEST(StepRecorder, WritesEachStepTheRecordStepsTensorsAndTheTotals) {
   RunTotals totals;
   totals.setup_seconds = 1.5;
   totals.step_seconds = {0.2, 0.01};
-  totals.memory = {{100, 200}, "counted"};
+  totals.memory.peak_bytes_per_replica = {100, 200};
+  totals.memory.method = "counted";
   totals.results = {{"final_loss", 2.25}};
   recorder.finish(totals);
 
@@ -109,6 +110,21 @@ TEST(StepRecorder, ANonFiniteLossStopsTheRunNamingTheStepAndEachReplica) {
   const RunInfo info = read_run_dir(temp.path("run")).info;
   EXPECT_EQ(info.status, "incomplete");
   EXPECT_THAT(info.failure, HasSubstr("not finite on rank 0 (NaN)"));
+}
+
+// A jit over the global batch records no replica losses: its global loss is what is checked.
+TEST(StepRecorder, WithoutReplicaLossesTheGlobalLossIsChecked) {
+  testing::TempDir temp;
+  const CaseSpec spec = two_step_case();
+  RunDirWriter writer(temp.path("run"), run_info_for_case(spec, "pmap_engine"));
+  const StepRecorder recorder(spec, &writer, "device");
+  StepRecord record = step_record(0);
+  record.replica_losses.clear();
+  recorder.check_losses_finite(record);  // finite: nothing thrown
+  record.loss = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THAT([&] { recorder.check_losses_finite(record); },
+              ::testing::ThrowsMessage<RunError>(
+                  HasSubstr("step 0: the loss is not finite on the global batch (NaN)")));
 }
 
 // A layers model's outputs at its first record step only, named by their intermediate paths;

@@ -62,6 +62,13 @@ struct RunTimings {
 struct MemoryReport {
   std::vector<int64_t> peak_bytes_per_replica;
   std::string method;  // how it was measured, e.g. "counting CPU allocator (thread ranks)"
+  // What each replica holds between steps: its parameters' and its optimizer state's bytes (a
+  // sharded run holds its blocks only), and how they are laid out over the replicas ("a full
+  // copy on every rank"; "jit-fsdp over 8 devices; uneven leaves replicated: dense3.bias").
+  // Empty in runs that did not record them (older runs, imports).
+  std::vector<int64_t> param_bytes_per_replica;
+  std::vector<int64_t> optimizer_state_bytes_per_replica;
+  std::string state_layout;
 };
 
 struct RunInfo {
@@ -74,6 +81,9 @@ struct RunInfo {
   std::string case_toml;   // the canonical case, overrides applied
   int64_t replicas = 0;
   int64_t processes = 1;
+  // How the replicas train: "ddp" (ddp_ref), the engine's parallel.style ("pmap", "jit-dp",
+  // "jit-fsdp"); empty when not said (older runs, imports).
+  std::string parallel_style;
   // The steps the run promises to record in metrics.jsonl (a producer: the case's
   // train.steps; an importer: the steps it imported). A run that says "complete" but holds
   // fewer is read as incomplete. -1: not said (schema 1 files; the key is then left out).

@@ -19,7 +19,9 @@ namespace parity {
 struct StepRecord {
   int64_t step = 0;
   double loss = 0;                     // global mean over every replica's samples
-  std::vector<double> replica_losses;  // each replica's mean over its own samples
+  // Each replica's mean over its own samples; empty for a step that computes the global loss
+  // only (a jit over the global batch).
+  std::vector<double> replica_losses;
   double grad_norm = 0;                // of the reduced gradient
   double param_norm = 0;               // after the update
   double step_seconds = 0;
@@ -46,8 +48,9 @@ class StepRecorder {
   // Whether the case records tensors at `step` (train.record_steps).
   bool records_tensors(int64_t step) const;
 
-  // RunError naming the step and each replica whose loss is not finite (NaN, inf); the run
-  // directory is then marked incomplete with the same words.
+  // RunError naming the step and each replica whose loss is not finite (NaN, inf), or the global
+  // loss when there are no replica losses; the run directory is then marked incomplete with the
+  // same words.
   void check_losses_finite(const StepRecord& record) const;
   // The step's RNG streams (rng.jsonl), then its metrics line (the case's lr; digests of the
   // global sample ids).
