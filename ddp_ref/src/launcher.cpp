@@ -44,6 +44,7 @@ NamedTensors load_and_check_init(const CaseSpec& spec, const DdpOptions& options
 RunInfo make_run_info(const CaseSpec& spec, int64_t processes) {
   RunInfo info = run_info_for_case(spec, "ddp_ref");
   info.processes = processes;
+  info.parallel_style = "ddp";
   info.versions["libtorch"] = TORCH_VERSION;
   info.versions["gloo"] =
       fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);

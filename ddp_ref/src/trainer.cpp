@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "case_model.h"
+#include "held_state.h"
 #include "memory_meter.h"
 #include "model.h"
 #include "parity/common/digest.h"
@@ -199,6 +200,7 @@ class RankTrainer {
   void record_tensors(int64_t step, const NamedTensors& grads);
   void record_intermediates(int64_t step);
   void report_progress(int64_t step, double step_seconds) const;
+  MemoryReport gather_memory();
   std::optional<ProducerSummary> finish(const std::vector<double>& step_seconds,
                                         double setup_seconds);
   void evaluate(ProducerSummary& summary);
@@ -452,12 +454,35 @@ void RankTrainer::evaluate(ProducerSummary& summary) {
   }
 }
 
+// Every rank's peak, and what it holds between steps: its parameters and its optimizer's state,
+// each a full copy (held_state.h), as (peak, params, optimizer state) per rank.
+MemoryReport RankTrainer::gather_memory() {
+  constexpr size_t kFigures = 3;
+  const std::vector<double> gathered =
+      in_collective("memory all-gather", rank_, spec_.train.steps, [&] {
+        return all_gather_doubles(
+            *group_,
+            {static_cast<double>(MemoryMeter::peak_bytes(rank_)),
+             static_cast<double>(tensor_bytes(params_)),
+             static_cast<double>(optimizer_state_bytes(*optimizer_))},
+            world_size_);
+      });
+  MemoryReport memory;
+  memory.method = MemoryMeter::method();
+  memory.state_layout =
+      "DDP: a full copy on every rank (DistributedDataParallel replicates the module; each "
+      "rank's optimizer keeps its own state)";
+  for (size_t r = 0; r + kFigures <= gathered.size(); r += kFigures) {
+    memory.peak_bytes_per_replica.push_back(static_cast<int64_t>(gathered[r]));
+    memory.param_bytes_per_replica.push_back(static_cast<int64_t>(gathered[r + 1]));
+    memory.optimizer_state_bytes_per_replica.push_back(static_cast<int64_t>(gathered[r + 2]));
+  }
+  return memory;
+}
+
 std::optional<ProducerSummary> RankTrainer::finish(const std::vector<double>& step_seconds,
                                                    double setup_seconds) {
-  std::vector<double> peaks = in_collective("memory all-gather", rank_, spec_.train.steps, [&] {
-    return all_gather_doubles(*group_, {static_cast<double>(MemoryMeter::peak_bytes(rank_))},
-                              world_size_);
-  });
+  MemoryReport memory = gather_memory();
   if (!recorder_.writes()) return std::nullopt;
 
   ProducerSummary summary;
@@ -468,10 +493,7 @@ std::optional<ProducerSummary> RankTrainer::finish(const std::vector<double>& st
   RunTotals totals;
   totals.setup_seconds = setup_seconds;
   totals.step_seconds = step_seconds;
-  totals.memory.method = MemoryMeter::method();
-  for (double peak : peaks) {
-    totals.memory.peak_bytes_per_replica.push_back(static_cast<int64_t>(peak));
-  }
+  totals.memory = std::move(memory);
   totals.results["final_loss"] = summary.final_loss;
   totals.results["test_loss"] = *summary.test_loss;
   if (summary.test_accuracy) totals.results["test_accuracy"] = *summary.test_accuracy;
