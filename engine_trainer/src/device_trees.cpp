@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "parity/engine_trainer/engine_trainer.h"
+#include "pmap_engine/ops.h"
 
 namespace parity::engine_trainer {
 
@@ -39,6 +40,16 @@ pe::Tree device_slice(const pe::Tree& tree, int64_t d) {
         return pe::Array(slice);
       },
       tree);
+}
+
+pe::Tree merge_device_axis(const pe::Tree& stacked) {
+  return pe::tree_map(
+      [](const pe::Array& leaf) {
+        pe::Shape shape(leaf.shape().begin() + 1, leaf.shape().end());
+        shape.front() *= leaf.shape().front();
+        return pe::reshape(leaf, shape);
+      },
+      stacked);
 }
 
 double global_l2_norm(const pe::Tree& tree) {

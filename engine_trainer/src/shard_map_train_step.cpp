@@ -23,17 +23,6 @@ pe::TreeFunction with_loss_as_block(pe::TreeFunction step) {
   };
 }
 
-// [N, B, ...] -> [N * B, ...]: device d's batch is block d of the global batch.
-pe::Tree merge_device_axis(const pe::Tree& stacked) {
-  return pe::tree_map(
-      [](const pe::Array& leaf) {
-        pe::Shape shape(leaf.shape().begin() + 1, leaf.shape().end());
-        shape.front() *= leaf.shape().front();
-        return pe::reshape(leaf, shape);
-      },
-      stacked);
-}
-
 }  // namespace
 
 ShardMapTrainStep::ShardMapTrainStep(pe::ShardMapped step, int64_t num_devices)

@@ -1,10 +1,11 @@
 // The training step: the case's loss, the engine program's gradient reduction (the faithful
 // pmean or one of the documents' variants), the optax update, and gradient accumulation over
 // micro-batches; mapped over the devices by pmap here, or by shard_map
-// (shard_map_train_step.cpp). A layers model's BatchNorm statistics are the step's model
-// state, as a Flax user threads them: (loss, batch_stats), grads = value_and_grad(loss_fn,
-// has_aux=True)(params, x, y, batch_stats), with each device keeping its own statistics unless
-// a BatchNorm syncs them over "data". A model with dropout takes the step's dropout key as its
+// (shard_map_train_step.cpp); or the same step over the global batch without a reduction,
+// jitted with shardings (jit_train_step.cpp). A layers model's BatchNorm statistics are the
+// step's model state, as a Flax user threads them: (loss, batch_stats), grads =
+// value_and_grad(loss_fn, has_aux=True)(params, x, y, batch_stats), with each device keeping
+// its own statistics unless a BatchNorm syncs them over "data". A model with dropout takes the step's dropout key as its
 // last argument and derives each device's key as the case's [rng] says, and the step returns
 // every site's keys and masks for the RNG streams.
 #include "train_step.h"
@@ -15,6 +16,7 @@
 #include "layer_model.h"
 #include "mlp_program.h"
 #include "parity/common/engine_programs.h"
+#include "parity/common/error.h"
 #include "parity/engine_trainer/engine_trainer.h"
 #include "parity/engine_trainer/mapped_train_step.h"
 #include "pmap_engine/collectives.h"
@@ -83,24 +85,40 @@ pe::optim::GradientTransformation step_optimizer(const CaseSpec& spec) {
   return cases::make_optimizer(spec.train, /*clips=*/false);
 }
 
-DeviceStepFunction device_step_function(const CaseSpec& spec,
-                                        const EngineStepOptions& step_options) {
-  const pe::DType dtype =
-      step_options.float64 ? pe::DType::f64 : cases::compute_dtype(spec.train.dtype);
-  const pe::optim::GradientTransformation optimizer = step_optimizer(spec);
-  const EngineProgram& program = find_engine_program(step_options.program);
-  cases::require_program_trains_model(spec, program);
-  const bool has_model_state = !spec.model.layers.empty();
-  const bool has_dropout = cases::has_dropout(spec.model);
-  const cases::MappedGradients gradients = cases::mapped_gradients(
-      program, case_loss_fn(spec, dtype, !program.keeps_loss_in_compute_dtype), has_model_state);
-  const int64_t micro_batches = spec.train.grad_accum_steps;
-  const bool update_each = program.updates_per_micro_batch;
-  const RngSpec rng = spec.rng;
+namespace {
+
+// What the step is made of: the update, the gradients with their reduction, and how the
+// micro-batches and the clipping go.
+struct StepParts {
+  pe::optim::GradientTransformation optimizer;
+  cases::MappedGradients gradients;
+  GradientPath path;
+  int64_t micro_batches = 1;
+  bool update_each = false;  // P9: an update after every micro-batch
+  bool has_model_state = false;
+  bool has_dropout = false;
+  RngSpec rng;
+};
+
+// The step's parts around `gradients`, the case's and the program's.
+StepParts step_parts(const CaseSpec& spec, const EngineProgram& program,
+                     cases::MappedGradients gradients) {
   const GradientPath path{gradients.reduce, spec.train.clip_grad_norm,
                           spec.train.clip_placement == "before_mean"};
-  pe::TreeFunction step = [optimizer, gradients, path, micro_batches, update_each,
-                           has_model_state, has_dropout, rng](const std::vector<pe::Tree>& args) {
+  return {step_optimizer(spec),         std::move(gradients),
+          path,                         spec.train.grad_accum_steps,
+          program.updates_per_micro_batch, !spec.model.layers.empty(),
+          cases::has_dropout(spec.model), spec.rng};
+}
+
+pe::TreeFunction step_function(const StepParts& parts) {
+  return [parts](const std::vector<pe::Tree>& args) {
+    const pe::optim::GradientTransformation& optimizer = parts.optimizer;
+    const cases::MappedGradients& gradients = parts.gradients;
+    const GradientPath& path = parts.path;
+    const int64_t micro_batches = parts.micro_batches;
+    const bool has_model_state = parts.has_model_state;
+    const bool has_dropout = parts.has_dropout;
     pe::Tree params = args[0];
     pe::Tree state = args[1];
     pe::Tree batch_stats = has_model_state ? args[4] : pe::Tree();
@@ -116,7 +134,8 @@ DeviceStepFunction device_step_function(const CaseSpec& spec,
       if (!has_model_state) return gradients.local({params, x, y});
       std::vector<pe::Tree> loss_args = {params, x, y, batch_stats};
       if (has_dropout) {
-        loss_args.emplace_back(device_dropout_key(rng, args[5].leaf(), gradients.axis_name));
+        loss_args.emplace_back(
+            device_dropout_key(parts.rng, args[5].leaf(), gradients.axis_name));
       }
       const pe::Tree out = gradients.local(loss_args);
       batch_stats = out[0][1][0];
@@ -149,7 +168,7 @@ DeviceStepFunction device_step_function(const CaseSpec& spec,
       const auto index = static_cast<size_t>(m);
       const pe::Tree local = loss_and_grads(args[2][index], args[3][index]);
       losses.push_back(local[0]);
-      if (update_each) {
+      if (parts.update_each) {
         const auto [applied, returned] = path.apply(local[1]);
         update(applied);
         last_grads = returned;
@@ -162,14 +181,48 @@ DeviceStepFunction device_step_function(const CaseSpec& spec,
                         : pe::tree_map([](const pe::Array& a, const pe::Array& g) { return a + g; },
                                        accumulated, scaled);
     }
-    if (!update_each) {
+    if (!parts.update_each) {
       const auto [applied, returned] = path.apply(accumulated);
       update(applied);
       last_grads = returned;
     }
     return outputs(pe::Tree::tuple(losses), last_grads);
   };
-  return {step, gradients.axis_name};
+}
+
+pe::DType step_dtype(const CaseSpec& spec, const EngineStepOptions& step_options) {
+  return step_options.float64 ? pe::DType::f64 : cases::compute_dtype(spec.train.dtype);
+}
+
+}  // namespace
+
+DeviceStepFunction device_step_function(const CaseSpec& spec,
+                                        const EngineStepOptions& step_options) {
+  const EngineProgram& program = find_engine_program(step_options.program);
+  cases::require_program_trains_model(spec, program);
+  cases::MappedGradients gradients = cases::mapped_gradients(
+      program,
+      case_loss_fn(spec, step_dtype(spec, step_options), !program.keeps_loss_in_compute_dtype),
+      !spec.model.layers.empty());
+  const std::string axis_name = gradients.axis_name;
+  return {step_function(step_parts(spec, program, std::move(gradients))), axis_name};
+}
+
+pe::TreeFunction global_step_function(const CaseSpec& spec,
+                                      const EngineStepOptions& step_options) {
+  if (cases::has_dropout(spec.model)) {
+    throw InternalError("case " + spec.name + ": a jit style with dropout passed case validation");
+  }
+  // The faithful step's traits: the loss cast back to the master dtype, one update per step.
+  const EngineProgram& faithful = find_engine_program("pmean");
+  const bool has_aux = !spec.model.layers.empty();
+  const pe::TreeFunction loss_fn =
+      case_loss_fn(spec, step_dtype(spec, step_options), !faithful.keeps_loss_in_compute_dtype);
+  // The loss is the global batch's mean, so its gradient is the global gradient: nothing to
+  // reduce (the partitioner's collectives do what pmean does under pmap).
+  cases::MappedGradients gradients{"", pe::value_and_grad(loss_fn, {0}, has_aux),
+                                   [](const pe::Tree& grads) { return grads; }};
+  return step_function(step_parts(spec, faithful, std::move(gradients)));
 }
 
 pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
