@@ -79,20 +79,26 @@ void print_mapped_program(const CaseSpec& spec) {
   const pe::Tree opt_state = engine_trainer::step_optimizer(spec).init(params);
   const int64_t outputs = layers ? infer_model_shapes(spec.model.layers, input).output.back()
                                  : spec.model.widths.back();
-  const pe::Array x = pe::zeros({1, batch, input_dim});
-  const pe::Array y = spec.model.loss == "mse" ? pe::zeros({1, batch, outputs})
-                                               : pe::zeros({1, batch}, pe::DType::i32);
   engine_trainer::EngineStepOptions options;
   options.program = spec.scenario.engine_program;
   const engine_trainer::MappedTrainStep step =
       engine_trainer::make_mapped_train_step(spec, pe::DeviceSet(1), options);
+  // pmap's layout, a leading device axis of 1, or jit's global values (parallel.style).
+  const engine_trainer::StepLayout& layout = step.layout();
+  const auto state = [&](const pe::Tree& tree) {
+    return layout.stacked_state ? engine_trainer::replicate(tree, 1) : tree;
+  };
+  const auto batch_shape = [&](std::vector<int64_t> sample) {
+    sample.insert(sample.begin(), batch);
+    if (!layout.global_batch) sample.insert(sample.begin(), 1);
+    return sample;
+  };
+  const pe::Array x = pe::zeros(batch_shape({input_dim}));
+  const pe::Array y = spec.model.loss == "mse" ? pe::zeros(batch_shape({outputs}))
+                                               : pe::zeros(batch_shape({}), pe::DType::i32);
   const auto arguments = [&] {
-    std::vector<pe::Tree> args = {engine_trainer::replicate(params, 1),
-                                  engine_trainer::replicate(opt_state, 1), x, y};
-    if (layers) {
-      args.push_back(
-          engine_trainer::replicate(cases::initial_batch_stats(spec.model, pe::DType::f32), 1));
-    }
+    std::vector<pe::Tree> args = {state(params), state(opt_state), x, y};
+    if (layers) args.push_back(state(cases::initial_batch_stats(spec.model, pe::DType::f32)));
     return args;
   };
   step(arguments());

@@ -1,6 +1,8 @@
 // engine_trainer::train: the run directory around an EngineTrainer, and a lost process named.
 #include "parity/engine_trainer/engine_trainer.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 
 #include "parity/common/error.h"
@@ -16,6 +18,7 @@ RunInfo make_run_info(const CaseSpec& spec, const EngineOptions& options, int64_
   RunInfo info = run_info_for_case(spec, "pmap_engine");
   if (options.step.float64) info.dtype = "f64";
   info.processes = processes;
+  info.parallel_style = spec.parallel.style;
   info.versions["pmap_engine"] = PARITY_VERSION;
   // The JAX release the engine modelled (jax.version), so that a report names it.
   info.versions["jax"] = spec.jax.version;
@@ -31,6 +34,13 @@ ProducerSummary train(const CaseSpec& spec, const EngineOptions& options,
   const EngineProgram& program = find_engine_program(options.step.program);
   cases::require_training_program(spec, program);
   cases::require_program_trains_model(spec, program);
+  if (spec.parallel.style != "pmap" && place && place->count > 1) {
+    throw InputError(fmt::format(
+        "case {}: parallel.style = \"{}\" trains in one process (the engine's sharded jit spans "
+        "one process's devices), but {} processes were asked for; drop --nproc, or use "
+        "parallel.style = \"pmap\"",
+        spec.name, spec.parallel.style, place->count));
+  }
   // Declared before the session, so that a failed exchange can still be recorded in it.
   std::optional<RunDirWriter> writer;
   try {

@@ -67,15 +67,22 @@ EngineTrainer::EngineTrainer(const CaseSpec& spec, const EngineOptions& options,
       dropout_rates_(dropout_rates(spec.model)),
       dropout_keys_(spec.rng) {
   const int64_t local_devices = num_devices_ / process.count();
+  placement_.emplace(spec, train_.num_samples, num_devices_, process.index() * local_devices,
+                     local_devices, options.step,
+                     cases::processes_reading_everything(spec, program_));
   pe::Tree initial = cases::params_from_tensors(read_safetensors(options.init_file).tensors,
                                                 cases::name_separator(spec.model));
   if (options.step.float64) initial = cases::cast_tree(initial, pe::DType::f64);
-  if (has_model_state_) {
-    batch_stats_ = replicate(
-        cases::initial_batch_stats(spec.model, initial.leaves().front().dtype()), local_devices);
-  }
   const pe::Tree initial_state = step_optimizer(spec).init(initial);
-  if (program_.broadcasts_params) {
+  // The step's layout: a copy per device on a leading axis (jax.device_put_replicated), or one
+  // value (pmap's in_axes=None; jit's global arrays, which its shardings place).
+  const bool stacked = layout().stacked_state;
+  if (has_model_state_) {
+    const pe::Tree stats =
+        cases::initial_batch_stats(spec.model, initial.leaves().front().dtype());
+    batch_stats_ = stacked ? replicate(stats, local_devices) : stats;
+  }
+  if (!stacked) {
     params_ = initial;
     opt_state_ = initial_state;
   } else {
@@ -84,17 +91,28 @@ EngineTrainer::EngineTrainer(const CaseSpec& spec, const EngineOptions& options,
                   : replicate(initial, local_devices);
     opt_state_ = replicate(initial_state, local_devices);
   }
-  placement_.emplace(spec, train_.num_samples, num_devices_, process.index() * local_devices,
-                     local_devices, options.step,
-                     cases::processes_reading_everything(spec, program_));
 }
 
+const StepLayout& EngineTrainer::layout() const { return placement_->step.layout(); }
+
 pe::Tree EngineTrainer::device_params(int64_t d) const {
-  return program_.broadcasts_params ? params_ : device_slice(params_, d);
+  return layout().stacked_state ? device_slice(params_, d) : params_;
+}
+
+pe::Tree EngineTrainer::device_opt_state(int64_t d) const {
+  return layout().stacked_state ? device_slice(opt_state_, d) : opt_state_;
+}
+
+pe::Tree EngineTrainer::device_batch_stats(int64_t d) const {
+  return layout().stacked_state ? device_slice(batch_stats_, d) : batch_stats_;
 }
 
 std::vector<pe::Tree> EngineTrainer::step_arguments(const StepInputs& batch, int64_t step) {
-  std::vector<pe::Tree> args = {params_, opt_state_, batch.inputs, batch.targets};
+  // A jit takes the global batch: device d's samples are its block d.
+  const bool global = layout().global_batch;
+  std::vector<pe::Tree> args = {params_, opt_state_,
+                                global ? merge_device_axis(batch.inputs) : batch.inputs,
+                                global ? merge_device_axis(batch.targets) : batch.targets};
   if (has_model_state_) args.push_back(batch_stats_);
   if (!dropout_rates_.empty()) args.emplace_back(next_dropout_key(step));
   return args;
@@ -164,35 +182,43 @@ ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
 void EngineTrainer::resume_from_checkpoint(int64_t step) {
   const std::filesystem::path file =
       options_.out_dir / "checkpoint" / fmt::format("step_{:06d}.safetensors", step);
-  cases::save_checkpoint(file, {step, num_devices_, device_params(0), device_slice(opt_state_, 0)});
+  cases::save_checkpoint(file, {step, num_devices_, device_params(0), device_opt_state(0)});
   peak_bytes_per_device_ = placement_->step.last_execution().peak_bytes_per_device;
   compile_count_ += placement_->step.cache_stats().misses;
   const cases::Checkpoint restored =
-      cases::load_checkpoint(file, device_params(0), device_slice(opt_state_, 0));
+      cases::load_checkpoint(file, device_params(0), device_opt_state(0));
   num_devices_ = restored.device_count / 2;
   placement_.emplace(spec_, train_.num_samples, num_devices_, 0, num_devices_, options_.step);
   params_ = replicate(restored.params, num_devices_);
   opt_state_ = replicate(restored.opt_state, num_devices_);
 }
 
-// Every device's loss, gathered from every process, and the global mean over their samples.
+// Every device's loss, gathered from every process, and the global mean over their samples; a
+// jit's one loss is the global mean itself (no replica has a loss of its own).
 StepRecord EngineTrainer::reduce_metrics(int64_t step, const StepInputs& batch,
                                          const pe::Tree& out) const {
   StepRecord record;
   record.step = step;
-  record.replica_losses = gather_across_processes(batch.device_losses(out[2]));
-  double loss_sum = 0;
-  for (double loss : record.replica_losses) loss_sum += loss * batch.samples_per_device;
-  record.loss = loss_sum / (batch.samples_per_device * static_cast<double>(num_devices_));
+  if (layout().per_device_results) {
+    record.replica_losses = gather_across_processes(batch.device_losses(out[2]));
+    double loss_sum = 0;
+    for (double loss : record.replica_losses) loss_sum += loss * batch.samples_per_device;
+    record.loss = loss_sum / (batch.samples_per_device * static_cast<double>(num_devices_));
+  } else {
+    record.loss = batch.device_losses(out[2]).front();
+  }
   record.step_seconds = step_seconds_.back();
   record.global_sample_ids = batch.global_sample_ids;
   return record;
 }
 
-// The parameter digest of every device of every process (the check that replicas agree).
+// The parameter digest of every device of every process (the check that replicas agree); a
+// jit's parameters are one global value (its devices' replicated blocks come from one SPMD
+// program), so one digest.
 std::vector<uint64_t> EngineTrainer::replica_param_digests() const {
   std::vector<uint64_t> local;
-  for (int64_t d = 0; d < placement_->local_devices; ++d) {
+  const int64_t copies = layout().per_device_results ? placement_->local_devices : 1;
+  for (int64_t d = 0; d < copies; ++d) {
     local.push_back(digest_named_tensors(
         cases::tensors_from_params(device_params(d), cases::name_separator(spec_.model))));
   }
@@ -205,15 +231,18 @@ void EngineTrainer::record_step(StepRecord& record, const pe::Tree& step_grads,
   // A clipping step returns (applied, reduced) (train_step.cpp, GradientPath): the tensors are
   // the applied gradients, the norm the reduced ones', as ddp_ref records them.
   const bool clips = spec_.train.clip_grad_norm > 0;
-  const pe::Tree grads = device_slice(clips ? step_grads[0] : step_grads, 0);
+  const auto device_0 = [&](const pe::Tree& tree) {
+    return layout().per_device_results ? device_slice(tree, 0) : tree;
+  };
+  const pe::Tree grads = device_0(clips ? step_grads[0] : step_grads);
   const pe::Tree params = device_params(0);
-  record.grad_norm = global_l2_norm(clips ? device_slice(step_grads[1], 0) : grads);
+  record.grad_norm = global_l2_norm(clips ? device_0(step_grads[1]) : grads);
   record.param_norm = global_l2_norm(params);
   recorder_->record_step(record);
   if (recorder_->records_tensors(record.step)) {
     const std::string separator = cases::name_separator(spec_.model);
     const NamedTensors batch_stats =
-        has_model_state_ ? cases::tensors_from_params(device_slice(batch_stats_, 0), separator)
+        has_model_state_ ? cases::tensors_from_params(device_batch_stats(0), separator)
                          : NamedTensors{};
     recorder_->record_tensors(record.step, cases::tensors_from_params(grads, separator),
                               cases::tensors_from_params(params, separator), batch_stats,
@@ -227,7 +256,7 @@ void EngineTrainer::record_intermediates(int64_t step, const StepInputs& batch) 
   if (!recorder_->records_intermediates(step)) return;
   const pe::Tree& inputs = spec_.train.grad_accum_steps == 1 ? batch.inputs : batch.inputs[0];
   const cases::LayerIntermediates captured = cases::layer_model_intermediates(
-      spec_.model, device_params(0), device_slice(batch_stats_, 0), device_slice(inputs, 0).leaf());
+      spec_.model, device_params(0), device_batch_stats(0), device_slice(inputs, 0).leaf());
   NamedTensors outputs;
   for (const auto& [path, output] : captured.outputs) outputs.emplace(path, cases::to_host(output));
   recorder_->record_intermediates(step, cases::to_host(captured.input), outputs);
@@ -257,10 +286,7 @@ ProducerSummary EngineTrainer::finish(double setup_seconds) {
   RunTotals totals;
   totals.setup_seconds = setup_seconds;
   totals.step_seconds = step_seconds_;
-  totals.memory.method = "pmap_engine planner: exact peak of live buffers per device";
-  for (double bytes : peaks) {
-    totals.memory.peak_bytes_per_replica.push_back(static_cast<int64_t>(bytes));
-  }
+  totals.memory = memory_report(peaks);
   totals.results = evaluate();
   totals.results["final_loss"] = global_loss_;
   totals.results["compile_count"] =
@@ -271,6 +297,23 @@ ProducerSummary EngineTrainer::finish(double setup_seconds) {
     summary.test_accuracy = totals.results.at("test_accuracy");
   }
   return summary;
+}
+
+// Each device's peak (`peaks`, every process's devices), and what each device holds between
+// steps: its parameters and optimizer state (whole under pmap, its blocks under jit's
+// shardings), the same on every device.
+MemoryReport EngineTrainer::memory_report(const std::vector<double>& peaks) const {
+  MemoryReport memory;
+  memory.method = placement_->step.memory_method();
+  const DeviceStateBytes state =
+      placement_->step.device_state_bytes(device_params(0), device_opt_state(0));
+  memory.state_layout = state.layout;
+  for (double bytes : peaks) {
+    memory.peak_bytes_per_replica.push_back(static_cast<int64_t>(bytes));
+    memory.param_bytes_per_replica.push_back(state.params);
+    memory.optimizer_state_bytes_per_replica.push_back(state.opt_state);
+  }
+  return memory;
 }
 
 // The model's outputs for the test inputs x [N, D]: a widths model's in one batch; a layers
@@ -288,7 +331,7 @@ pe::Array EngineTrainer::test_outputs(const pe::Tree& params, const pe::Array& x
                 .outputs);
       },
       {}, "eval_step");
-  const pe::Tree batch_stats = device_slice(batch_stats_, 0);
+  const pe::Tree batch_stats = device_batch_stats(0);
   const int64_t num_samples = x.shape()[0];
   std::vector<pe::Array> outputs;
   for (int64_t first = 0; first < num_samples; first += kEvalBatch) {

@@ -44,7 +44,12 @@ class EngineTrainer {
   ProducerSummary finish(double setup_seconds);
   std::map<std::string, double> evaluate() const;
   pe::Array test_outputs(const pe::Tree& params, const pe::Array& x) const;
+  const StepLayout& layout() const;
+  // Device d's parameters, optimizer state and batch statistics (the one value under jit).
   pe::Tree device_params(int64_t d) const;
+  pe::Tree device_opt_state(int64_t d) const;
+  pe::Tree device_batch_stats(int64_t d) const;
+  MemoryReport memory_report(const std::vector<double>& peaks) const;
   std::vector<pe::Tree> step_arguments(const StepInputs& batch, int64_t step);
   pe::Array next_dropout_key(int64_t step);
   std::vector<MaskDraw> dropout_draws(int64_t step, const pe::Tree& draws) const;
@@ -59,8 +64,9 @@ class EngineTrainer {
   Dataset train_;
   std::optional<Placement> placement_;
   std::optional<int64_t> checkpoint_step_;
-  // Broadcast params (in_axes=None) stay one unstacked tree; otherwise every leaf carries the
-  // device axis, as jax.device_put_replicated makes it.
+  // In the step's layout (StepLayout::stacked_state): every leaf with the device axis, as
+  // jax.device_put_replicated makes it, or one tree (params broadcast with in_axes=None; a
+  // jit's global arrays).
   pe::Tree params_;
   pe::Tree opt_state_;
   // A layers model's BatchNorm statistics, per device (they drift apart unless a BatchNorm

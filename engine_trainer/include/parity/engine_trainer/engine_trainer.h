@@ -1,9 +1,10 @@
 // engine_trainer: the JAX side's producer. Trains a case with pmap_engine, the step written as a
 // JAX user writes it (value_and_grad, the program's gradient reduction, an optax update) under
-// pmap(axis_name="data") (or jax.shard_map for a program that runs under it,
-// mapped_train_step.h) on parallel.replicas devices, each fed exactly the samples ddp_ref's
-// rank of the same index reads, and writes the same run directory as ddp_ref (producer
-// "pmap_engine"). The counterpart of ddp_ref (parity/common/producer.h).
+// pmap(axis_name="data") (or jax.shard_map for a program that runs under it, or jax.jit with
+// shardings over the global batch for parallel.style jit-dp and jit-fsdp: mapped_train_step.h)
+// on parallel.replicas devices, each fed exactly the samples ddp_ref's rank of the same index
+// reads, and writes the same run directory as ddp_ref (producer "pmap_engine"). The
+// counterpart of ddp_ref (parity/common/producer.h).
 #pragma once
 
 #include <optional>
@@ -23,7 +24,8 @@ struct EngineStepOptions {
   // average DDP computes; the others are the documents' variants and mistakes (psum is P2...).
   std::string program = "pmean";
   // Every step verifies that params and opt_state are bit-identical on all devices (pmap's
-  // replication check) and names the first divergent leaf and device.
+  // replication check) and names the first divergent leaf and device. Under shard_map and jit
+  // there is nothing to check: their params are one value.
   bool check_replicas = false;
   // The float64 oracle: master weights, optimizer state, inputs and every op in f64 (the case's
   // train.dtype is ignored), so its trajectory is closer to exact training than any f32 run's.

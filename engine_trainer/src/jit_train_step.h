@@ -1,0 +1,64 @@
+// The train step under jax.jit with shardings (parallel.style jit-dp, jit-fsdp), as a JAX user
+// writes it on a one-axis mesh:
+//
+//   mesh = Mesh(jax.devices(), ('data',))
+//   @partial(jax.jit, donate_argnums=(0, 1),
+//            in_shardings=(params_shardings, opt_state_shardings, P('data'), P('data')),
+//            out_shardings=(params_shardings, opt_state_shardings, P(), params_shardings))
+//   def train_step(params, opt_state, x, y):              # x, y: the global batch
+//       loss, grads = jax.value_and_grad(loss_fn)(params, x, y)   # mean over the global batch
+//       updates, opt_state = optimizer.update(grads, opt_state, params)
+//       return optax.apply_updates(params, updates), opt_state, loss, grads
+//
+// with the shardings of jit_shardings.h. There is no pmean: the loss is the global batch's mean,
+// so its gradient is the global gradient, and the collectives that make each device's part of
+// it (an all-reduce of the replicated parameters' gradients under jit-dp; all-gathers of the
+// split parameters and a reduce-scatter of their gradients under jit-fsdp) are the
+// partitioner's, from the shardings. The step takes and returns global values (StepLayout
+// {stacked_state = false, per_device_results = false, global_batch = true}); reading a result
+// assembles it from the devices' blocks.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parity/common/case_spec.h"
+#include "parity/engine_trainer/engine_trainer.h"
+#include "parity/engine_trainer/mapped_train_step.h"
+#include "pmap_engine/transforms.h"
+
+namespace parity::engine_trainer {
+
+class JitTrainStep {
+ public:
+  // `style` "jit-dp" or "jit-fsdp"; `separator` joins a parameter's path into its canonical name
+  // (for the layout's words).
+  JitTrainStep(pe::TreeFunction step, std::string style, pe::Mesh mesh, bool clipped_grads,
+               bool has_model_state, std::string separator);
+
+  // train_step(params, opt_state, x, y[, batch_stats]), global values. The shardings come
+  // from the shapes of params and opt_state (jax.tree.map(fsdp_sharding, params)), so the step
+  // is jitted for the first arguments it sees, and again if their shapes change.
+  pe::Tree operator()(const std::vector<pe::Tree>& args) const;
+  pe::CacheStats cache_stats() const;
+  pe::MappedExecutionStats last_execution() const;
+  // Whether the last run's peak is per device of the partitioned program, or of the program run
+  // whole (an engine that does not partition jit yet).
+  std::string memory_method() const;
+  std::string program_text(const std::vector<pe::Tree>& args) const;
+  DeviceStateBytes device_state_bytes(const pe::Tree& params, const pe::Tree& opt_state) const;
+
+ private:
+  pe::Jitted jitted_for(const std::vector<pe::Tree>& args) const;
+
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+// The step of the case's parallel.style on Mesh(devices, ('data',)). Throws InputError when the
+// engine program is not the faithful "pmean" (the documents' programs are written for pmap).
+JitTrainStep make_jit_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
+                                 const EngineStepOptions& step_options);
+
+}  // namespace parity::engine_trainer
