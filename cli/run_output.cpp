@@ -81,6 +81,14 @@ void print_summary(const std::string& command, const std::filesystem::path& run_
       info.timings.first_step_seconds * 1e3, info.timings.setup_seconds);
   std::cout << fmt::format("  peak memory     {} on the largest rank ({})\n", format_bytes(peak),
                            info.memory.method);
+  const auto& params = info.memory.param_bytes_per_replica;
+  if (!params.empty()) {
+    const auto& optimizer = info.memory.optimizer_state_bytes_per_replica;
+    std::cout << fmt::format("  params + opt    {} + {} per replica ({})\n",
+                             format_bytes(static_cast<double>(params.front())),
+                             format_bytes(static_cast<double>(optimizer.front())),
+                             info.memory.state_layout);
+  }
   std::cout << fmt::format("  run directory   {}\n", run_dir.string());
 }
 

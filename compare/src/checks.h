@@ -166,6 +166,9 @@ TensorOracleJudgement judge_tensors_against_oracle(const RunDir& a, const RunDir
 Check check_oracle(const RunPair& runs, const CompareOptions& options,
                    const Tolerance& dtype_tolerance,
                    const std::optional<TensorOracleJudgement>& tensors);
+// A performance check's warning, or a failure when the caller gates on performance
+// (CompareOptions::fail_on_performance).
+CheckStatus warning_status(const CompareOptions& options);
 // Global batch / steady step median; nullopt without timings or a case to read the batch from.
 std::optional<double> samples_per_second(const RunDir& run);
 // The gate's statistical throughput verdict (options.speed, speed_verdict.h): A is the
@@ -175,6 +178,8 @@ std::optional<SpeedInterval> judge_speed_of(const RunPair& runs, const CompareOp
 // `speed`: that verdict, which then decides the check instead of the two medians.
 Check check_throughput(const RunPair& runs, const CompareOptions& options,
                        const std::optional<SpeedInterval>& speed);
+// The largest per-replica peak of each run, judged, and what each replica holds between steps
+// (parameters and optimizer state), stated side by side when both runs recorded it.
 Check check_memory(const RunPair& runs, const CompareOptions& options);
 
 // The first non-finite loss, replica loss or gradient norm in either run's metrics (a NaN or

@@ -182,6 +182,7 @@ RunSummary summarize_run(const std::string& label, const RunDir& run) {
   summary.case_hash = info.case_hash;
   summary.replicas = info.replicas;
   summary.processes = info.processes;
+  summary.parallel_style = info.parallel_style;
   summary.dtype = info.dtype;
   summary.optimizer = info.optimizer;
   summary.host = info.host;
@@ -194,6 +195,9 @@ RunSummary summarize_run(const std::string& label, const RunDir& run) {
   summary.samples_per_second = samples_per_second(run).value_or(0);
   summary.peak_bytes_per_replica = info.memory.peak_bytes_per_replica;
   summary.memory_method = info.memory.method;
+  summary.param_bytes_per_replica = info.memory.param_bytes_per_replica;
+  summary.optimizer_state_bytes_per_replica = info.memory.optimizer_state_bytes_per_replica;
+  summary.state_layout = info.memory.state_layout;
   summary.results = info.results;
   return summary;
 }

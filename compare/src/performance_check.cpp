@@ -1,14 +1,10 @@
-// Throughput and memory: informational checks. Speed and memory are what a migration is for, but
-// they depend on the machine and its load, so they warn (never fail, unless fail_on_performance)
-// when run A is markedly slower or larger than the reference. Throughput compares steady-state
-// samples per second (global batch / median step time after the first step); the first step,
-// which holds compilation or warm-up, is reported apart. The gate judges throughput by the
-// confidence interval of the step-time median ratio instead (speed_verdict.h). Memory compares
-// the largest per-replica peak, stating how each producer measured it: the two methods need not
-// count the same bytes.
+// Throughput: an informational check. Speed is what a migration is for, but it depends on the
+// machine and its load, so it warns (never fails, unless fail_on_performance) when run A is
+// markedly slower than the reference. It compares steady-state samples per second (global batch
+// / median step time after the first step); the first step, which holds compilation or warm-up,
+// is reported apart. The gate judges throughput by the confidence interval of the step-time
+// median ratio instead (speed_verdict.h). Memory is memory_check.cpp's.
 #include <fmt/format.h>
-
-#include <algorithm>
 
 #include "case_toml.h"
 #include "checks.h"
@@ -30,16 +26,6 @@ std::string describe_timings(const char* label, const RunDir& run) {
       label, run.info.producer, format_number(t.steady_step_median_seconds * 1e3),
       format_number(t.steady_step_spread_seconds * 1e3), t.steady_steps,
       format_number(t.first_step_seconds * 1e3), format_number(t.setup_seconds));
-}
-
-// Turns a warning into a failure when the caller gates on performance.
-CheckStatus warning_status(const CompareOptions& options) {
-  return options.fail_on_performance ? CheckStatus::kFail : CheckStatus::kWarn;
-}
-
-int64_t largest_peak(const MemoryReport& memory) {
-  return *std::max_element(memory.peak_bytes_per_replica.begin(),
-                           memory.peak_bytes_per_replica.end());
 }
 
 void add_timing_figures(Check& check, const RunPair& runs) {
@@ -110,6 +96,10 @@ Check judge_by_interval(Check check, const std::string& comparison, const SpeedI
 
 }  // namespace
 
+CheckStatus warning_status(const CompareOptions& options) {
+  return options.fail_on_performance ? CheckStatus::kFail : CheckStatus::kWarn;
+}
+
 std::optional<double> samples_per_second(const RunDir& run) {
   const std::optional<int64_t> batch = global_batch(run);
   if (!batch || !has_timings(run.info)) return std::nullopt;
@@ -177,42 +167,6 @@ Check check_throughput(const RunPair& runs, const CompareOptions& options,
                        : "",
                   format_number(a.timings.steady_step_median_seconds * 1e3),
                   format_number(b.timings.steady_step_median_seconds * 1e3));
-  return check;
-}
-
-Check check_memory(const RunPair& runs, const CompareOptions& options) {
-  Check check;
-  check.id = "memory";
-  check.title = "Peak memory";
-  const MemoryReport& a = runs.a.info.memory;
-  const MemoryReport& b = runs.b.info.memory;
-  if (a.peak_bytes_per_replica.empty() || b.peak_bytes_per_replica.empty()) {
-    check.status = CheckStatus::kNotRecorded;
-    check.summary = fmt::format("Run {} recorded no peak memory per replica.",
-                                a.peak_bytes_per_replica.empty() ? "A" : "B");
-    return check;
-  }
-  const auto peak_a = static_cast<double>(largest_peak(a));
-  const auto peak_b = static_cast<double>(largest_peak(b));
-  const double ratio = ratio_of(peak_a, peak_b);
-  check.figures = {{"peak_bytes_a", peak_a, "bytes"},
-                   {"peak_bytes_b", peak_b, "bytes"},
-                   {"memory_ratio", ratio, "x"}};
-  check.details = {
-      fmt::format("run A ({}): {}", runs.a.info.producer, a.method),
-      fmt::format("run B ({}): {}", runs.b.info.producer, b.method),
-      fmt::format("peak bytes per replica, A: {}", fmt::join(a.peak_bytes_per_replica, ", ")),
-      fmt::format("peak bytes per replica, B: {}", fmt::join(b.peak_bytes_per_replica, ", ")),
-  };
-  const bool large = ratio > options.memory_warn_ratio;
-  check.status = large ? warning_status(options) : CheckStatus::kPass;
-  check.summary = fmt::format(
-      "Largest per-replica peak: A {:.1f} MiB, B {:.1f} MiB (A/B {}x{}){}.", peak_a / 1048576.0,
-      peak_b / 1048576.0, format_number(ratio),
-      large ? fmt::format(", above the {}x {} threshold", options.memory_warn_ratio,
-                          options.fail_on_performance ? "failure" : "warning")
-            : "",
-      a.method == b.method ? "" : "; measured by different methods (details), so indicative only");
   return check;
 }
 

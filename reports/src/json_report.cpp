@@ -64,6 +64,7 @@ Json run_json(const compare::RunSummary& run) {
           {"case_hash", text(run.case_hash)},
           {"replicas", run.replicas},
           {"processes", run.processes},
+          {"parallel_style", text(run.parallel_style)},
           {"dtype", text(run.dtype)},
           {"optimizer", text(run.optimizer)},
           {"host", text(run.host)},
@@ -75,7 +76,10 @@ Json run_json(const compare::RunSummary& run) {
           {"step_spread_seconds", number(run.step_spread_seconds)},
           {"samples_per_second", number(run.samples_per_second)},
           {"peak_bytes_per_replica", run.peak_bytes_per_replica},
-          {"memory_method", text(run.memory_method)}};
+          {"memory_method", text(run.memory_method)},
+          {"param_bytes_per_replica", run.param_bytes_per_replica},
+          {"optimizer_state_bytes_per_replica", run.optimizer_state_bytes_per_replica},
+          {"state_layout", text(run.state_layout)}};
 }
 
 Json tolerance_json(const compare::Tolerance& tolerance) {

@@ -24,6 +24,27 @@ std::string peak_memory(const RunSummary& run) {
   return format_bytes(static_cast<double>(largest)) + " on the largest replica";
 }
 
+// What the largest-holding replica keeps between steps: "1.97 MiB (params 672 KiB + optimizer
+// state 1.31 MiB)".
+std::string held_state(const RunSummary& run) {
+  if (run.param_bytes_per_replica.empty()) return "not recorded";
+  size_t largest = 0;
+  for (size_t r = 1; r < run.param_bytes_per_replica.size(); ++r) {
+    if (run.param_bytes_per_replica[r] + run.optimizer_state_bytes_per_replica[r] >
+        run.param_bytes_per_replica[largest] + run.optimizer_state_bytes_per_replica[largest]) {
+      largest = r;
+    }
+  }
+  const auto params = static_cast<double>(run.param_bytes_per_replica[largest]);
+  const auto optimizer = static_cast<double>(run.optimizer_state_bytes_per_replica[largest]);
+  return format_bytes(params + optimizer) + " (params " + format_bytes(params) +
+         " + optimizer state " + format_bytes(optimizer) + ")";
+}
+
+std::string or_not_recorded(const std::string& text) {
+  return text.empty() ? "not recorded" : text;
+}
+
 }  // namespace
 
 std::vector<RunRow> run_rows(const RunSummary& a, const RunSummary& b) {
@@ -39,6 +60,7 @@ std::vector<RunRow> run_rows(const RunSummary& a, const RunSummary& b) {
       {"case hash", a.case_hash, b.case_hash, true},
       {"replicas", to_string(a.replicas), to_string(b.replicas), true},
       {"processes", to_string(a.processes), to_string(b.processes)},
+      {"parallel style", or_not_recorded(a.parallel_style), or_not_recorded(b.parallel_style)},
       {"dtype", a.dtype, b.dtype, true},
       {"optimizer", a.optimizer, b.optimizer, true},
       {"steps", to_string(a.steps), to_string(b.steps), true},
@@ -47,6 +69,8 @@ std::vector<RunRow> run_rows(const RunSummary& a, const RunSummary& b) {
       {"throughput", throughput(a), throughput(b)},
       {"peak memory", peak_memory(a), peak_memory(b)},
       {"memory measured by", a.memory_method, b.memory_method},
+      {"params + optimizer state per replica", held_state(a), held_state(b)},
+      {"their layout", or_not_recorded(a.state_layout), or_not_recorded(b.state_layout)},
       {"host", a.host, b.host},
       {"started at", a.started_at, b.started_at},
   };

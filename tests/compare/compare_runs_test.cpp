@@ -413,6 +413,33 @@ TEST(CompareRuns, OracleOfAnotherCaseIsRefusedNamingItsRunJson) {
   }
 }
 
+// What each replica holds between steps, side by side with its ratio and run A's layout, as the
+// runs recorded it; a run that did not record it leaves the sentence out and the peak judged.
+TEST(CompareRuns, MemoryStatesWhatEachReplicaHoldsFromTheRuns) {
+  RunDir fsdp = read_run_dir(testing::pmap_run());
+  const RunDir ddp = read_run_dir(testing::ddp_run());
+  fsdp.info.parallel_style = "jit-fsdp";
+  fsdp.info.memory.param_bytes_per_replica.assign(8, 101'800);
+  fsdp.info.memory.optimizer_state_bytes_per_replica.assign(8, 203'604);
+  fsdp.info.memory.state_layout = "jit-fsdp over 8 devices: 3 of 4 parameter leaves split";
+  const Check memory = find_check(compare_runs(fsdp, ddp, CompareOptions{}), "memory");
+  // (101,800 + 203,604) / (814,120 + 1,628,240) = 1 / 7.997.
+  EXPECT_THAT(memory.summary,
+              StartsWith("Param+optimizer bytes per device: A pmap_engine (jit-fsdp) 0.291 MiB "
+                         "vs B ddp_ref (ddp) 2.33 MiB = 1/8 of B (devices: 8; A: jit-fsdp over "
+                         "8 devices: 3 of 4 parameter leaves split). Largest per-replica peak"));
+  EXPECT_DOUBLE_EQ(figure(memory, "state_bytes_a"), 305'404);
+  EXPECT_DOUBLE_EQ(figure(memory, "state_bytes_b"), 2'442'360);
+  EXPECT_THAT(all_details(memory), HasSubstr("run B (ddp_ref (ddp)) holds per replica: "
+                                             "parameters 814120, 814120"));
+
+  fsdp.info.memory.param_bytes_per_replica.clear();
+  fsdp.info.memory.optimizer_state_bytes_per_replica.clear();
+  const Check without = find_check(compare_runs(fsdp, ddp, CompareOptions{}), "memory");
+  EXPECT_THAT(without.summary, StartsWith("Largest per-replica peak"));
+  EXPECT_EQ(without.status, CheckStatus::kPass);
+}
+
 TEST(CompareRuns, ThroughputAndMemoryInformUnlessAskedToGate) {
   const RunDir pmap = read_run_dir(testing::pmap_run());
   const RunDir ddp = read_run_dir(testing::ddp_run());
@@ -431,6 +458,13 @@ TEST(CompareRuns, ThroughputAndMemoryInformUnlessAskedToGate) {
   EXPECT_DOUBLE_EQ(figure(throughput, "throughput_ratio"),
                    expected * ddp.info.timings.steady_step_median_seconds / 512);
   EXPECT_THAT(all_details(find_check(informed, "memory")), HasSubstr(pmap.info.memory.method));
+
+  // Both producers record what each replica holds: whole copies, the same bytes but for the
+  // engine's Adam step count (one i32; LibTorch counts steps in an int64_t field, not a tensor).
+  EXPECT_THAT(find_check(informed, "memory").summary,
+              HasSubstr("Param+optimizer bytes per device: A pmap_engine (pmap) 2.33 MiB vs B "
+                        "ddp_ref (ddp) 2.33 MiB = 1x B (devices: 8; A: pmap: a full copy on "
+                        "every device). Largest per-replica peak: "));
 
   options.fail_on_performance = true;
   const ComparisonResult gated = compare_runs(pmap, ddp, options);

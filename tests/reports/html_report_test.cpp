@@ -75,6 +75,16 @@ TEST(HtmlReport, ShowsVerdictDiagnosesChecksChartsAndRunsInThatOrder) {
   EXPECT_TRUE(contains(html, "libtorch"));
 }
 
+// The runs table holds each run's style and what each replica holds, side by side.
+TEST(HtmlReport, ShowsTheStylesAndWhatEachReplicaHolds) {
+  const std::string html = render_html(passing_result());
+  EXPECT_TRUE(contains(html, "<tr><th scope=\"row\">parallel style</th><td>jit-fsdp</td>"
+                             "<td>ddp</td></tr>"));
+  EXPECT_TRUE(contains(html, "<tr><th scope=\"row\">params + optimizer state per replica</th>"
+                             "<td>298.2 KiB (params 99.4 KiB + optimizer state 198.8 KiB)</td>"
+                             "<td>2.33 MiB (params 795 KiB + optimizer state 1.55 MiB)</td></tr>"));
+}
+
 TEST(HtmlReport, PassingResultHasNoDiagnosisSection) {
   const std::string html = render_html(passing_result());
   EXPECT_TRUE(contains(html, "tone-pass"));

@@ -73,6 +73,12 @@ TEST(JsonReport, HoldsRunsTolerancesAndSeries) {
   EXPECT_EQ(a["peak_bytes_per_replica"].get<std::vector<int64_t>>(),
             result.a.peak_bytes_per_replica);
   EXPECT_EQ(a["versions"][testing::kScript], testing::kCdataEnd);
+  EXPECT_EQ(a["parallel_style"], "jit-fsdp");
+  EXPECT_EQ(a["param_bytes_per_replica"].get<std::vector<int64_t>>(),
+            result.a.param_bytes_per_replica);
+  EXPECT_EQ(a["optimizer_state_bytes_per_replica"].get<std::vector<int64_t>>(),
+            result.a.optimizer_state_bytes_per_replica);
+  EXPECT_EQ(a["state_layout"], result.a.state_layout);
   // Control characters survive (JSON escapes them); invalid UTF-8 is replaced.
   EXPECT_EQ(a["host"], result.a.host);
   EXPECT_EQ(report["runs"]["b"]["host"],

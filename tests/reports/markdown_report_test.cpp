@@ -63,5 +63,18 @@ TEST(MarkdownReport, MarksRunFieldsThatShouldMatch) {
   EXPECT_FALSE(contains(render_markdown(passing_result()), "⚠️ |"));
 }
 
+// The runs table shows each run's style and what each replica holds, side by side.
+TEST(MarkdownReport, ShowsTheStylesAndWhatEachReplicaHolds) {
+  const std::string markdown = render_markdown(passing_result());
+  EXPECT_TRUE(contains(markdown, "| parallel style | jit-fsdp | ddp |")) << markdown;
+  EXPECT_TRUE(contains(markdown,
+                       "| params + optimizer state per replica | 298.2 KiB (params 99.4 KiB + "
+                       "optimizer state 198.8 KiB) | 2.33 MiB (params 795 KiB + optimizer state "
+                       "1.55 MiB) |"))
+      << markdown;
+  EXPECT_TRUE(contains(markdown, "uneven leaves replicated (no dimension divides by 8): "
+                                 "dense1.bias \\[10\\] | DDP: a full copy on every rank |"));
+}
+
 }  // namespace
 }  // namespace parity::reports

@@ -126,6 +126,7 @@ struct RunSummary {
   std::string case_hash;
   int64_t replicas = 0;
   int64_t processes = 0;
+  std::string parallel_style;  // "ddp", "pmap", "jit-dp", "jit-fsdp"; empty when not recorded
   std::string dtype;
   std::string optimizer;
   std::string host;
@@ -138,6 +139,10 @@ struct RunSummary {
   double samples_per_second = 0;
   std::vector<int64_t> peak_bytes_per_replica;
   std::string memory_method;
+  // What each replica holds between steps (run.json memory; empty when not recorded).
+  std::vector<int64_t> param_bytes_per_replica;
+  std::vector<int64_t> optimizer_state_bytes_per_replica;
+  std::string state_layout;
   // The run's end results as run.json records them: final_loss, and test_loss and
   // test_accuracy when the run evaluated (the only figures a BatchNorm's running statistics
   // reach: M2).
