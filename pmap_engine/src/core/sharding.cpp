@@ -41,7 +41,8 @@ std::string NamedSharding::to_string() const {
   return "NamedSharding(mesh=" + mesh + ", spec=" + short_spec + ", memory_kind=device)";
 }
 
-void NamedSharding::check_leaf(const Shape& shape, const std::string& what) const {
+void NamedSharding::check_leaf(const Shape& shape, const std::string& what,
+                               bool allow_uneven) const {
   const std::vector<PartitionSpec::Entry>& entries = spec_.entries();
   // jax/_src/pjit.py pjit_check_aval_sharding wraps NamedSharding.check_compatible_aval's
   // ValueError, the same text at both tags (jax-v0.4.38 jax/_src/sharding_impls.py,
@@ -61,7 +62,7 @@ void NamedSharding::check_leaf(const Shape& shape, const std::string& what) cons
       factors[d] *= mesh_.axes()[mesh_.axis_position(axis)].size;
     }
   }
-  for (size_t d = 0; d < shape.size(); ++d) {
+  for (size_t d = 0; d < shape.size() && !allow_uneven; ++d) {
     if (shape[d] % factors[d] == 0) continue;
     if (jax_release() == JaxRelease::kV0_4_38) {
       // jax-v0.4.38 jax/_src/pjit.py pjit_check_aval_sharding: its own ValueError.

@@ -1,0 +1,125 @@
+#include "runtime/sharding_propagation.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "runtime/sharding_rules.h"
+
+namespace pmap_engine::runtime {
+namespace {
+
+class Propagation {
+ public:
+  Propagation(const ir::Program& program, const Mesh& mesh,
+              const std::vector<std::optional<ValueSharding>>& fixed)
+      : program_(program), mesh_(mesh), known_(fixed) {
+    known_.resize(program.vars.size());
+    for (const ir::Equation& eq : program.equations) rules_.push_back(dim_rule(eq, program));
+  }
+
+  std::vector<ValueSharding> run() {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (size_t e = 0; e < program_.equations.size(); ++e) changed |= forward(e);
+      for (size_t e = program_.equations.size(); e-- > 0;) changed |= backward(e);
+    }
+    std::vector<ValueSharding> result;
+    for (size_t v = 0; v < program_.vars.size(); ++v) {
+      result.push_back(known_[v] ? *known_[v]
+                                 : ValueSharding::replicated(program_.vars[v].shape.size()));
+    }
+    return result;
+  }
+
+ private:
+  const Shape& shape(int var) const { return program_.vars[static_cast<size_t>(var)].shape; }
+  bool is_split(int var) const {
+    const auto& sharding = known_[static_cast<size_t>(var)];
+    return sharding && !sharding->is_replicated();
+  }
+  // Records `proposal` for `var` if it is still free and the proposal splits something.
+  bool propose(int var, const ValueSharding& proposal) {
+    auto& slot = known_[static_cast<size_t>(var)];
+    if (slot || proposal.is_replicated()) return false;
+    slot = proposal;
+    return true;
+  }
+
+  bool forward(size_t e) {
+    const ir::Equation& eq = program_.equations[e];
+    const auto& rule = rules_[e];
+    if (!rule || !rule->propagates_forward || known_[static_cast<size_t>(eq.outputs[0])]) {
+      return false;
+    }
+    // Operands in order of how many blocks they are cut into, most first.
+    std::vector<size_t> order(eq.inputs.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return tiles(eq.inputs[a]) > tiles(eq.inputs[b]);
+    });
+    const Shape& out = shape(eq.outputs[0]);
+    ValueSharding proposal = ValueSharding::replicated(out.size());
+    for (size_t k : order) {
+      if (!is_split(eq.inputs[k])) continue;
+      const ValueSharding& operand = *known_[static_cast<size_t>(eq.inputs[k])];
+      for (size_t i = 0; i < operand.dims.size(); ++i) {
+        const int j = rule->to_output[k][i];
+        const AxisList& axes = operand.dims[i];
+        if (j < 0 || axes.empty() || !proposal.dims[static_cast<size_t>(j)].empty()) continue;
+        if (std::any_of(axes.begin(), axes.end(),
+                        [&](const std::string& axis) { return proposal.uses(axis); })) {
+          continue;
+        }
+        if (!carries(axes_size(mesh_, axes), shape(eq.inputs[k])[i], out[static_cast<size_t>(j)])) {
+          continue;
+        }
+        proposal.dims[static_cast<size_t>(j)] = axes;
+      }
+    }
+    return propose(eq.outputs[0], proposal);
+  }
+
+  bool backward(size_t e) {
+    const ir::Equation& eq = program_.equations[e];
+    const auto& rule = rules_[e];
+    if (!rule || !is_split(eq.outputs[0])) return false;
+    const ValueSharding& output = *known_[static_cast<size_t>(eq.outputs[0])];
+    const Shape& out = shape(eq.outputs[0]);
+    bool changed = false;
+    for (size_t k = 0; k < eq.inputs.size(); ++k) {
+      const Shape& in = shape(eq.inputs[k]);
+      ValueSharding proposal = ValueSharding::replicated(in.size());
+      for (size_t i = 0; i < in.size(); ++i) {
+        const int j = rule->to_output[k][i];
+        if (j < 0) continue;
+        const AxisList& axes = output.dims[static_cast<size_t>(j)];
+        if (!axes.empty() && carries(axes_size(mesh_, axes), out[static_cast<size_t>(j)], in[i])) {
+          proposal.dims[i] = axes;
+        }
+      }
+      changed |= propose(eq.inputs[k], proposal);
+    }
+    return changed;
+  }
+
+  int64_t tiles(int var) const {
+    const auto& sharding = known_[static_cast<size_t>(var)];
+    return sharding ? sharding->tiles(mesh_) : 1;
+  }
+
+  const ir::Program& program_;
+  const Mesh& mesh_;
+  std::vector<std::optional<ValueSharding>> known_;  // the fixed ones from the start
+  std::vector<std::optional<DimRule>> rules_;
+};
+
+}  // namespace
+
+std::vector<ValueSharding> propagate_shardings(
+    const ir::Program& program, const Mesh& mesh,
+    const std::vector<std::optional<ValueSharding>>& fixed) {
+  return Propagation(program, mesh, fixed).run();
+}
+
+}  // namespace pmap_engine::runtime
