@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "engine_test_util.h"
 #include "pmap_engine/ops.h"
@@ -121,14 +122,56 @@ TEST(SpmdTraining, FullyShardedStepMatchesTheUnshardedStep) {
   expect_close(sharded(args), expected, 1e-5);
 }
 
-TEST(SpmdTraining, DumpShowsTheCollectives) {
+// The collectives of the dump, one "kind operand -> result" per line, in program order.
+std::vector<std::string> collectives(const std::string& dump) {
+  std::vector<std::string> lines;
+  std::istringstream in(dump.substr(dump.find("# Collectives")));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line) && line.rfind("  total", 0) != 0 && !line.empty()) {
+    lines.push_back(line.substr(2, line.find("  [") - 2));
+  }
+  return lines;
+}
+
+// Data parallel: the forward pass needs no communication; the loss and each gradient are sums
+// over the split batch, each all-reduced once (w1's gradient is formed transposed, [10, 32], as
+// JAX's dot transpose rule writes it, then transposed back).
+TEST(SpmdTraining, DataParallelAllReducesTheLossAndEachGradient) {
   const std::vector<Tree> args = step_arguments();
-  const std::string dp = jit(train_step(), data_parallel(), "train_step").partitioned_program_text(args);
-  const std::string fsdp = jit(train_step(), fully_sharded(args), "train_step").partitioned_program_text(args);
-  std::cout << dp << "\n-----\n" << fsdp << "\n";
-  EXPECT_THAT(dp, HasSubstr("all-reduce"));
-  EXPECT_THAT(fsdp, HasSubstr("reduce-scatter"));
-  EXPECT_THAT(fsdp, HasSubstr("all-gather"));
+  const std::string dump =
+      jit(train_step(), data_parallel(), "train_step").partitioned_program_text(args);
+  EXPECT_EQ(collectives(dump), (std::vector<std::string>{
+                                   "all-reduce  f32[] -> f32[]",
+                                   "all-reduce  f32[10] -> f32[10]",
+                                   "all-reduce  f32[10,32] -> f32[10,32]",
+                                   "all-reduce  f32[32] -> f32[32]",
+                                   "all-reduce  f32[32,16] -> f32[32,16]",
+                               }));
+}
+
+// FSDP on 4 devices: w0 [16,32], b0 [32] and w1 [32,10] split on their leading dim, b1 [10]
+// replicated (10 does not divide by 4). Forward: w0, b0's broadcast row and w1 all-gathered
+// before use. Backward: w1 gathered again for the activation's cotangent; each split leaf's
+// gradient is reduce-scattered onto its split (a sum over the batch, wanted split on the
+// leaf's leading dim), b1's and the loss's all-reduced.
+TEST(SpmdTraining, FullyShardedAllGathersWeightsAndReduceScattersTheirGradients) {
+  const std::vector<Tree> args = step_arguments();
+  const std::string dump =
+      jit(train_step(), fully_sharded(args), "train_step").partitioned_program_text(args);
+  EXPECT_EQ(collectives(dump), (std::vector<std::string>{
+                                   "all-gather  f32[4,32] -> f32[16,32]",
+                                   "all-gather  f32[1,8] -> f32[1,32]",
+                                   "all-gather  f32[8,10] -> f32[32,10]",
+                                   "all-reduce  f32[] -> f32[]",
+                                   "all-reduce  f32[10] -> f32[10]",
+                                   "all-gather  f32[8,10] -> f32[32,10]",
+                                   "reduce-scatter  f32[10,32] -> f32[10,8]",
+                                   "reduce-scatter  f32[32] -> f32[8]",
+                                   "reduce-scatter  f32[32,16] -> f32[32,4]",
+                               }));
+  // Each device holds a quarter of every split leaf: parameters and Adam's two moments.
+  EXPECT_THAT(dump, HasSubstr("input 0  f32[32]  P('data',)  block [8]"));
 }
 
 }  // namespace

@@ -6,10 +6,37 @@
 
 namespace pmap_engine {
 
+namespace {
+
+// PartitionSpec.__repr__ in the release in effect: "PartitionSpec('data',)" at jax-v0.4.38,
+// "P('data',)" at jax-v0.11.0 (jax/_src/partition_spec.py).
+std::string spec_repr(const PartitionSpec& spec) {
+  const std::string text = spec.to_string();
+  if (jax_release() == JaxRelease::kV0_4_38) return text;
+  return "P" + text.substr(std::string("PartitionSpec").size());
+}
+
+}  // namespace
+
 NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec)
     : mesh_(std::move(mesh)), spec_(std::move(spec)) {
+  // jax/_src/named_sharding.py _check_mesh_resource_axis (the same sentence at jax-v0.4.38 and
+  // jax-v0.11.0), then the fix.
   for (const PartitionSpec::Entry& entry : spec_.entries()) {
-    for (const std::string& axis : entry) mesh_.axis_position(axis);  // throws for a stranger
+    for (const std::string& axis : entry) {
+      bool found = false;
+      std::string names;  // a Python tuple: ('data',) or ('x', 'y')
+      for (const MeshAxis& mesh_axis : mesh_.axes()) {
+        found = found || mesh_axis.name == axis;
+        names += (names.empty() ? "'" : ", '") + mesh_axis.name + "'";
+      }
+      if (found) continue;
+      if (mesh_.axes().size() == 1) names += ",";
+      throw EngineError("Resource axis: " + axis + " of " + spec_repr(spec_) +
+                        " is not found in mesh: (" + names +
+                        "). Name one of the mesh's axes in the PartitionSpec, or add '" + axis +
+                        "' to the Mesh.");
+    }
   }
 }
 

@@ -10,12 +10,58 @@ namespace {
 
 std::string device_ids(const Mesh& mesh) {
   std::string ids;
-  for (const Device& device : mesh.devices()) ids += (ids.empty() ? "" : ", ") + std::to_string(device.id);
+  for (const Device& device : mesh.devices()) {
+    ids += (ids.empty() ? "" : ", ") + std::to_string(device.id);
+  }
   return "[" + ids + "]";
 }
 
 bool same_mesh(const Mesh& a, const Mesh& b) {
   return a.to_string() == b.to_string() && device_ids(a) == device_ids(b);
+}
+
+// Each leaf's key path as jax.tree_util.keystr writes it: "[1]" for a tuple entry, "['w']" for
+// a dict entry, "" for a lone array.
+void key_paths(const Tree& tree, const std::string& prefix, std::vector<std::string>& out) {
+  switch (tree.kind()) {
+    case Tree::Kind::kLeaf: out.push_back(prefix); break;
+    case Tree::Kind::kTuple:
+      for (size_t i = 0; i < tree.children().size(); ++i) {
+        key_paths(tree.children()[i], prefix + "[" + std::to_string(i) + "]", out);
+      }
+      break;
+    case Tree::Kind::kDict:
+      for (const auto& [key, child] : tree.entries()) {
+        key_paths(child, prefix + "['" + key + "']", out);
+      }
+      break;
+    case Tree::Kind::kNone: break;
+  }
+}
+
+// One side of JAX's device assignment mismatch (jax/_src/stages.py, jax-v0.11.0:
+// DeviceAssignmentMismatch._str, the same words as jax-v0.4.38's pxla.py): " ARG_SHARDING with
+// device ids [0, 1, 2, 3] on platform CPU". The engine's arguments are uncommitted host
+// arrays, which _find_arg_mismatch matches to no argument, so JAX names each side by its
+// MismatchType: ARG_SHARDING (an in_sharding), "explicit output sharding" (an out_sharding),
+// "sharding_constraint inside jit" (JAX adds " at <source line>", which the engine has none of).
+std::string mismatch_side(const std::string& what, const Mesh& mesh) {
+  const bool gpu = mesh.devices().front().platform == Platform::kCuda;  // JAX's 'gpu'
+  return " " + what + " with device ids " + device_ids(mesh) + " on platform " +
+         (gpu ? "GPU" : "CPU");
+}
+
+// jax/_src/stages.py _device_assignment_mismatch_error, then the engine's fix. JAX compares
+// device assignments only; meshes of the same devices on other axes pass its check, and the
+// engine, which partitions over one Mesh, refuses them in its own words.
+std::string mismatch_error(const Mesh& first, const std::string& what, const Mesh& other,
+                           const std::string& fix) {
+  if (device_ids(first) == device_ids(other)) {
+    return "jit partitions over one Mesh, but the shardings name " + first.to_string() +
+           " and " + other.to_string() + " (the same devices, other axes). " + fix;
+  }
+  return "Received incompatible devices for jitted computation. Got" +
+         mismatch_side("ARG_SHARDING", first) + " and" + mismatch_side(what, other) + ". " + fix;
 }
 
 // "args[0].dense0.bias", "args[2]"
@@ -45,11 +91,10 @@ std::vector<std::vector<NamedSharding>> argument_shardings(const std::vector<Tre
       if (!first) {
         first.emplace(where, sharding);
       } else if (!same_mesh(first->second.mesh(), sharding.mesh())) {
-        throw EngineError("Received incompatible devices for jitted computation. Got argument " +
-                          first->first + " and device ids " + device_ids(first->second.mesh()) +
-                          " on platform CPU and argument " + where + " and device ids " +
-                          device_ids(sharding.mesh()) +
-                          " on platform CPU. Put every in_sharding on the same Mesh.");
+        throw EngineError(mismatch_error(
+            first->second.mesh(), "ARG_SHARDING", sharding.mesh(),
+            "Put every in_sharding on the same Mesh: " + where + " is on another Mesh than " +
+                first->first + "."));
       }
       result[a].push_back(sharding);
     }
@@ -83,6 +128,7 @@ ShardedCall::ShardedCall(const TracedFunction& traced, const std::vector<Tree>& 
   for (const ir::Equation& eq : program.equations) {
     if (eq.primitive->name != "sharding_constraint") continue;
     const NamedSharding& sharding = constraint_sharding(eq.params);
+    if (!same_mesh(sharding.mesh(), *mesh)) continue;  // refused below, in JAX's order
     const Shape& shape = program.vars[static_cast<size_t>(eq.outputs[0])].shape;
     ValueSharding constraint = ValueSharding::of(sharding.spec(), shape.size());
     // An uneven constraint (JAX allows it and XLA pads the last blocks) keeps the dim whole.
@@ -105,6 +151,8 @@ ShardedCall::ShardedCall(const TracedFunction& traced, const std::vector<Tree>& 
                         " shardings for " + std::to_string(tops.size()) +
                         " outputs; give one per output or one for all");
     }
+    std::vector<std::string> result_paths;
+    key_paths(traced.output, "", result_paths);
     size_t o = 0;
     for (size_t t = 0; t < tops.size(); ++t) {
       const ShardingTree& tree = shardings.out->size() == 1 ? shardings.out->front()
@@ -114,18 +162,31 @@ ShardedCall::ShardedCall(const TracedFunction& traced, const std::vector<Tree>& 
         const NamedSharding& sharding =
             tree.leaf(l, paths.size(), "pjit out_shardings entry " + std::to_string(t));
         if (!same_mesh(sharding.mesh(), *mesh)) {
-          throw EngineError("Received incompatible devices for jitted computation: out_shardings "
-                            "entry " + std::to_string(t) + " is on device ids " +
-                            device_ids(sharding.mesh()) + ", the arguments on " +
-                            device_ids(*mesh) + ". Put every sharding on the same Mesh.");
+          throw EngineError(mismatch_error(
+              *mesh, "explicit output sharding", sharding.mesh(),
+              "Put every sharding on the same Mesh: out_shardings entry " + std::to_string(t) +
+                  " is on another Mesh than the in_shardings."));
         }
         const int var = program.outputs[o];
         const Shape& shape = program.vars[static_cast<size_t>(var)].shape;
-        sharding.check_leaf(shape, "pjit outputs with pytree key path result[" +
-                                       std::to_string(t) + "]" + paths[l]);
+        // The result's key path, as jax/_src/linear_util.py DebugInfo.set_result_paths writes
+        // it: "result" for a single array, "result[1]", "result[0]['w']" inside a tuple.
+        sharding.check_leaf(shape, "pjit outputs with pytree key path result" + result_paths[o]);
         out_fixed[o] = ValueSharding::of(sharding.spec(), shape.size());
         if (!fixed[static_cast<size_t>(var)]) fixed[static_cast<size_t>(var)] = out_fixed[o];
       }
+    }
+  }
+
+  // Shardings inside the computation come last in JAX's device check
+  // (jax/_src/interpreters/pxla.py lower_sharding_computation: in, out, then intermediate).
+  for (const ir::Equation& eq : program.equations) {
+    if (eq.primitive->name != "sharding_constraint") continue;
+    const NamedSharding& sharding = constraint_sharding(eq.params);
+    if (!same_mesh(sharding.mesh(), *mesh)) {
+      throw EngineError(mismatch_error(
+          *mesh, "sharding_constraint inside jit", sharding.mesh(),
+          "Give with_sharding_constraint a NamedSharding on the in_shardings' Mesh."));
     }
   }
 

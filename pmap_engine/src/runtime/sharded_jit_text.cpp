@@ -26,6 +26,12 @@ std::string collective_kind(const std::string& primitive) {
   return primitive;
 }
 
+// A spec as JAX 0.11 prints it: P('data',).
+std::string spec_text(const ValueSharding& sharding) {
+  const std::string text = sharding.spec().to_string();  // "PartitionSpec('data',)"
+  return "P" + text.substr(std::string("PartitionSpec").size());
+}
+
 std::string megabytes(int64_t bytes) {
   std::ostringstream out;
   out.precision(3);
@@ -45,7 +51,7 @@ std::string ShardedCall::text(const std::vector<Tree>& args) const {
   const auto line = [&](int var, const std::string& what) {
     const ir::AbstractValue& value = global.vars[static_cast<size_t>(var)];
     const ValueSharding& sharding = sharded.shardings[static_cast<size_t>(var)];
-    out << "  " << what << "  " << type_text(value) << "  " << sharding.spec().to_string()
+    out << "  " << what << "  " << type_text(value) << "  " << spec_text(sharding)
         << "  block " << shape_to_string(local_shape(value.shape, sharding, mesh)) << "\n";
   };
   for (size_t i = 0; i < global.inputs.size(); ++i) line(global.inputs[i], "input " + std::to_string(i));
@@ -55,7 +61,7 @@ std::string ShardedCall::text(const std::vector<Tree>& args) const {
   for (size_t o = 0; o < global.outputs.size(); ++o) {
     const ir::AbstractValue& value = global.vars[static_cast<size_t>(global.outputs[o])];
     out << "  output " << o << "  " << type_text(value) << "  "
-        << sharded.output_shardings[o].spec().to_string() << "\n";
+        << spec_text(sharded.output_shardings[o]) << "\n";
   }
 
   const ir::Program device = mapped_->traced_program(mesh, args, in_, out_shardings());

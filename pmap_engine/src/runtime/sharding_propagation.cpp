@@ -18,11 +18,17 @@ class Propagation {
   }
 
   std::vector<ValueSharding> run() {
-    bool changed = true;
-    while (changed) {
-      changed = false;
-      for (size_t e = 0; e < program_.equations.size(); ++e) changed |= forward(e);
-      for (size_t e = program_.equations.size(); e-- > 0;) changed |= backward(e);
+    // Broadcasts that add elements forward their operand's splits only once nothing else
+    // changes, as Shardy's op-priority schedule propagates "any except broadcast forward"
+    // before "any" (shardy/dialect/sdy/transforms/propagation/op_priority_propagation.cc).
+    for (bool broadcasts : {false, true}) {
+      broadcast_forward_ = broadcasts;
+      bool changed = true;
+      while (changed) {
+        changed = false;
+        for (size_t e = 0; e < program_.equations.size(); ++e) changed |= forward(e);
+        for (size_t e = program_.equations.size(); e-- > 0;) changed |= backward(e);
+      }
     }
     std::vector<ValueSharding> result;
     for (size_t v = 0; v < program_.vars.size(); ++v) {
@@ -49,7 +55,8 @@ class Propagation {
   bool forward(size_t e) {
     const ir::Equation& eq = program_.equations[e];
     const auto& rule = rules_[e];
-    if (!rule || !rule->propagates_forward || known_[static_cast<size_t>(eq.outputs[0])]) {
+    if (!rule || (!rule->propagates_forward && !broadcast_forward_) ||
+        known_[static_cast<size_t>(eq.outputs[0])]) {
       return false;
     }
     // Operands in order of how many blocks they are cut into, most first.
@@ -112,6 +119,7 @@ class Propagation {
   const Mesh& mesh_;
   std::vector<std::optional<ValueSharding>> known_;  // the fixed ones from the start
   std::vector<std::optional<DimRule>> rules_;
+  bool broadcast_forward_ = false;  // the last phase: see run()
 };
 
 }  // namespace

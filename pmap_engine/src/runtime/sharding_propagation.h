@@ -8,7 +8,10 @@
 //     operands disagree, the one cut into more blocks wins (GSPMD prefers the sharding with
 //     more tiles; ties go to the first operand), and a mesh axis splits at most one dim.
 //   - Backward, an operand nobody has sharded yet takes the splits of its output's dims.
-//   - Repeated until nothing changes; a value still unsharded is replicated.
+//   - Repeated until nothing changes. Then a broadcast that adds elements and whose users left
+//     it free takes its operand's splits too, and the rest is repeated again (Shardy
+//     propagates forward through a broadcast last, op_priority_propagation.cc). A value still
+//     unsharded is replicated.
 // Only splits propagate: a replicated operand proposes nothing, so a value reached both from a
 // replicated parameter and from a split batch ends up split. A dim whose size does not divide
 // by its axes' size is never proposed (XLA pads such dims instead; the engine keeps them whole,
@@ -26,7 +29,8 @@ namespace pmap_engine::runtime {
 
 // `fixed`, per variable: the shardings the user imposed (nullopt where free). Returns one
 // sharding per variable of `program`.
-std::vector<ValueSharding> propagate_shardings(const ir::Program& program, const Mesh& mesh,
-                                               const std::vector<std::optional<ValueSharding>>& fixed);
+std::vector<ValueSharding> propagate_shardings(
+    const ir::Program& program, const Mesh& mesh,
+    const std::vector<std::optional<ValueSharding>>& fixed);
 
 }  // namespace pmap_engine::runtime

@@ -37,8 +37,9 @@ struct DimRule {
   // block's shape.
   const char* shape_param = nullptr;
   // Output dims may take a sharding from the operands during forward propagation. Off for a
-  // broadcast that adds elements: its consumers decide (GSPMD infers a broadcast's sharding
-  // from its users rather than from a small operand).
+  // broadcast that adds elements: its consumers decide, and only a broadcast they leave free
+  // takes its operand's splits, in propagation's last phase (Shardy's op-priority schedule,
+  // runtime/sharding_propagation.h).
   bool propagates_forward = true;
 };
 
