@@ -323,6 +323,49 @@ TEST(ShardingPropagation, DotOfABatchSplitLhsAndAReplicatedRhsNeedsNoCollective)
   expect_same_bits(jitted(args), unsharded(f, args));
 }
 
+// conv_general_dilated (NHWC, HWIO) on a batch-split image: Shardy's ConvolutionOp rule gives
+// the input batch dim and the result's one factor (op_sharding_rule_registry.cc,
+// ConvolutionOp: batch, then feature and spatial factors), and
+// xla/service/spmd/convolution_handler.cc partitions a batch-split lhs with a replicated kernel
+// without communication. Under grad the kernel's cotangent sums over the batch
+// (conv_general_dilated_transpose_rhs, the batch dim contracted), so each device's is a
+// partial sum, all-reduced into the replicated gradient, as dot_general's contracting dim. The
+// cotangent, a broadcast of 1.0, takes the image's batch split from the contraction it meets
+// (one Shardy factor for both operands' batch dims), so the image is not gathered; the loss
+// itself is dead under grad and, as XLA's HloDCE removes it, costs no all-reduce.
+// The forward values are each image's own conv, the same bits as unsharded.
+TEST(ShardingPropagation, ConvOfABatchSplitImageAndItsKernelGradient) {
+  const TreeFunction conv = [](const std::vector<Tree>& a) {
+    return Tree(conv_general_dilated(arg(a, 0), arg(a, 1), {1, 1}, "SAME"));
+  };
+  const std::vector<Tree> args = {Tree(normal_array({8, 5, 5, 3}, 40)),
+                                  Tree(normal_array({3, 3, 3, 4}, 41))};
+  const Jitted forward = sharded(conv, {on(kData), on(kReplicated)});
+  const Dump dump = dump_of(forward, args);
+  EXPECT_THAT(dump.shardings,
+              HasSubstr("  conv_general_dilated  f32[8,5,5,4]  P('data',)  block [2,5,5,4]\n"));
+  EXPECT_EQ(dump.collectives, Counts{});
+  expect_same_bits(forward(args), unsharded(conv, args));
+
+  const TreeFunction kernel_grad =
+      grad([conv](const std::vector<Tree>& a) { return Tree(sum(conv(a).leaf())); }, {1});
+  const Jitted backward = sharded(kernel_grad, {on(kData), on(kReplicated)});
+  const Dump grad_dump = dump_of(backward, args);
+  EXPECT_THAT(grad_dump.shardings,
+              HasSubstr("  conv_general_dilated_transpose_rhs  f32[3,3,3,4]  P()  block "
+                        "[3,3,3,4]\n"));
+  EXPECT_EQ(grad_dump.collectives, (Counts{{"all-reduce", 1}}));
+  // Each kernel element sums 8 images x 25 positions of |x| (the cotangent is all ones): the
+  // per-device partial sums then the all-reduce stay within the summation bound of 200 terms.
+  const std::vector<double> x = arg(args, 0).to_doubles();
+  double magnitude = 0;
+  for (double v : x) magnitude += std::abs(v);
+  const Array expected = unsharded(kernel_grad, args).leaf();
+  expect_within_summation_bound(backward(args).leaf(), expected,
+                                std::vector<double>(expected.to_doubles().size(), magnitude),
+                                200);
+}
+
 // dot_general with the contracting dim split the same way on both sides. The contracting
 // factor is absent from the result (DotGeneralOp rule), so with no out_shardings the result is
 // replicated; dot_handler.cc PartitionBaseCase ("LHS and RHS have the same partitioned

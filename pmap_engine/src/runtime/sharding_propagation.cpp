@@ -87,27 +87,55 @@ class Propagation {
     return propose(eq.outputs[0], proposal);
   }
 
+  // An operand nobody has sharded takes the splits of the output dims its dims map to, and
+  // those of the dims it is contracted with in the other operands (Shardy shares one factor
+  // between the dims of a contraction, so its sharding reaches every operand: dot_general's
+  // contracting dims, the batch dim a kernel's gradient sums over).
   bool backward(size_t e) {
     const ir::Equation& eq = program_.equations[e];
     const auto& rule = rules_[e];
-    if (!rule || !is_split(eq.outputs[0])) return false;
-    const ValueSharding& output = *known_[static_cast<size_t>(eq.outputs[0])];
+    if (!rule) return false;
+    const bool output_split = is_split(eq.outputs[0]);
     const Shape& out = shape(eq.outputs[0]);
     bool changed = false;
     for (size_t k = 0; k < eq.inputs.size(); ++k) {
       const Shape& in = shape(eq.inputs[k]);
       ValueSharding proposal = ValueSharding::replicated(in.size());
-      for (size_t i = 0; i < in.size(); ++i) {
+      for (size_t i = 0; i < in.size() && output_split; ++i) {
         const int j = rule->to_output[k][i];
         if (j < 0) continue;
-        const AxisList& axes = output.dims[static_cast<size_t>(j)];
+        const AxisList& axes =
+            known_[static_cast<size_t>(eq.outputs[0])]->dims[static_cast<size_t>(j)];
         if (!axes.empty() && carries(axes_size(mesh_, axes), out[static_cast<size_t>(j)], in[i])) {
           proposal.dims[i] = axes;
         }
       }
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (rule->contracted[k][i] >= 0) proposal.dims[i] = partner_axes(eq, *rule, k, i, proposal);
+      }
       changed |= propose(eq.inputs[k], proposal);
     }
     return changed;
+  }
+
+  // The split of a dim contracted with operand k's dim i in another, sharded operand, unless
+  // `proposal` already uses one of its axes or the sizes do not divide.
+  AxisList partner_axes(const ir::Equation& eq, const DimRule& rule, size_t k, size_t i,
+                        const ValueSharding& proposal) const {
+    const int group = rule.contracted[k][i];
+    for (size_t other = 0; other < eq.inputs.size(); ++other) {
+      if (other == k || !is_split(eq.inputs[other])) continue;
+      const ValueSharding& sharding = *known_[static_cast<size_t>(eq.inputs[other])];
+      for (size_t d = 0; d < rule.contracted[other].size(); ++d) {
+        if (rule.contracted[other][d] != group || sharding.dims[d].empty()) continue;
+        const AxisList& axes = sharding.dims[d];
+        const bool reused = std::any_of(axes.begin(), axes.end(), [&](const std::string& axis) {
+          return proposal.uses(axis);
+        });
+        if (!reused && shape(eq.inputs[k])[i] % axes_size(mesh_, axes) == 0) return axes;
+      }
+    }
+    return {};
   }
 
   int64_t tiles(int var) const {

@@ -49,10 +49,27 @@ Array reshard(Array x, const ValueSharding& from, const ValueSharding& to) {
   return x;
 }
 
+// The equations some output depends on, or with an effect. XLA removes the others (HloDCE), so
+// a value nothing reads, such as the loss under grad alone, costs no collective.
+std::vector<bool> live_equations(const ir::Program& program) {
+  std::vector<bool> needed(program.vars.size(), false);
+  for (int var : program.outputs) needed[static_cast<size_t>(var)] = true;
+  std::vector<bool> live(program.equations.size(), false);
+  for (size_t e = program.equations.size(); e-- > 0;) {
+    const ir::Equation& eq = program.equations[e];
+    live[e] = eq.primitive->name == "debug_print";  // an effect, kept as JAX keeps callbacks
+    for (int var : eq.outputs) live[e] = live[e] || needed[static_cast<size_t>(var)];
+    if (!live[e]) continue;
+    for (int var : eq.inputs) needed[static_cast<size_t>(var)] = true;
+  }
+  return live;
+}
+
 class DeviceProgram {
  public:
   explicit DeviceProgram(const ShardedProgram& sharded)
-      : sharded_(sharded), program_(sharded.program), values_(program_.vars.size()) {}
+      : sharded_(sharded), program_(sharded.program), values_(program_.vars.size()),
+        live_(live_equations(sharded.program)) {}
 
   Tree operator()(const std::vector<Tree>& args) {
     if (!program_.captured.empty()) {
@@ -71,7 +88,9 @@ class DeviceProgram {
       values_[static_cast<size_t>(program_.constants[c])] =
           Block{value, ValueSharding::replicated(value.shape().size())};
     }
-    for (const ir::Equation& eq : program_.equations) run(eq);
+    for (size_t e = 0; e < program_.equations.size(); ++e) {
+      if (live_[e]) run(program_.equations[e]);
+    }
     std::vector<Array> outputs;
     for (size_t o = 0; o < program_.outputs.size(); ++o) {
       const Block& block = value(program_.outputs[o]);
@@ -214,6 +233,7 @@ class DeviceProgram {
   const ShardedProgram& sharded_;
   const ir::Program& program_;
   std::vector<std::optional<Block>> values_;
+  std::vector<bool> live_;  // per equation
 };
 
 }  // namespace
