@@ -81,6 +81,10 @@ Array expand_dims(const Array& x, int64_t axis);
 Array concatenate(const std::vector<Array>& arrays, int64_t axis);
 Array slice(const Array& x, const std::vector<int64_t>& start, const std::vector<int64_t>& limit);
 Array take_along_axis(const Array& x, const Array& indices, int64_t axis);
+// lax.dynamic_slice(x, starts, slice_sizes): one i32 scalar start per dimension, clamped so the
+// slice fits (XLA's DynamicSlice). Not differentiable in the engine (the SPMD partitioner's
+// block cut, which runs after autodiff, is its user).
+Array dynamic_slice(const Array& x, const std::vector<Array>& starts, const Shape& slice_sizes);
 
 // --- linear algebra ---
 // lax.dot_general: contract lhs_contracting with rhs_contracting, batch over lhs_batch/rhs_batch.

@@ -31,8 +31,9 @@ class NamedSharding {
   // jax/_src/pjit.py pjit_check_aval_sharding for one leaf: the spec may not be longer than
   // the rank, and every split dimension must divide evenly by its split factor. Throws
   // EngineError in JAX's wording; `what` names the leaf ("pjit arguments with pytree key path
-  // args[0].dense1.bias").
-  void check_leaf(const Shape& shape, const std::string& what) const;
+  // args[0].dense1.bias"). `allow_uneven` skips the divisibility check
+  // (with_sharding_constraint's allow_uneven_sharding=True).
+  void check_leaf(const Shape& shape, const std::string& what, bool allow_uneven = false) const;
 
   // Each device's block of a value of `global_shape` (jax's Sharding.shard_shape): every
   // dimension divided by the product of the mesh axes its spec entry names. check_leaf first.

@@ -6,10 +6,37 @@
 
 namespace pmap_engine {
 
+namespace {
+
+// PartitionSpec.__repr__ in the release in effect: "PartitionSpec('data',)" at jax-v0.4.38,
+// "P('data',)" at jax-v0.11.0 (jax/_src/partition_spec.py).
+std::string spec_repr(const PartitionSpec& spec) {
+  const std::string text = spec.to_string();
+  if (jax_release() == JaxRelease::kV0_4_38) return text;
+  return "P" + text.substr(std::string("PartitionSpec").size());
+}
+
+}  // namespace
+
 NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec)
     : mesh_(std::move(mesh)), spec_(std::move(spec)) {
+  // jax/_src/named_sharding.py _check_mesh_resource_axis (the same sentence at jax-v0.4.38 and
+  // jax-v0.11.0), then the fix.
   for (const PartitionSpec::Entry& entry : spec_.entries()) {
-    for (const std::string& axis : entry) mesh_.axis_position(axis);  // throws for a stranger
+    for (const std::string& axis : entry) {
+      bool found = false;
+      std::string names;  // a Python tuple: ('data',) or ('x', 'y')
+      for (const MeshAxis& mesh_axis : mesh_.axes()) {
+        found = found || mesh_axis.name == axis;
+        names += (names.empty() ? "'" : ", '") + mesh_axis.name + "'";
+      }
+      if (found) continue;
+      if (mesh_.axes().size() == 1) names += ",";
+      throw EngineError("Resource axis: " + axis + " of " + spec_repr(spec_) +
+                        " is not found in mesh: (" + names +
+                        "). Name one of the mesh's axes in the PartitionSpec, or add '" + axis +
+                        "' to the Mesh.");
+    }
   }
 }
 
@@ -41,7 +68,8 @@ std::string NamedSharding::to_string() const {
   return "NamedSharding(mesh=" + mesh + ", spec=" + short_spec + ", memory_kind=device)";
 }
 
-void NamedSharding::check_leaf(const Shape& shape, const std::string& what) const {
+void NamedSharding::check_leaf(const Shape& shape, const std::string& what,
+                               bool allow_uneven) const {
   const std::vector<PartitionSpec::Entry>& entries = spec_.entries();
   // jax/_src/pjit.py pjit_check_aval_sharding wraps NamedSharding.check_compatible_aval's
   // ValueError, the same text at both tags (jax-v0.4.38 jax/_src/sharding_impls.py,
@@ -61,7 +89,7 @@ void NamedSharding::check_leaf(const Shape& shape, const std::string& what) cons
       factors[d] *= mesh_.axes()[mesh_.axis_position(axis)].size;
     }
   }
-  for (size_t d = 0; d < shape.size(); ++d) {
+  for (size_t d = 0; d < shape.size() && !allow_uneven; ++d) {
     if (shape[d] % factors[d] == 0) continue;
     if (jax_release() == JaxRelease::kV0_4_38) {
       // jax-v0.4.38 jax/_src/pjit.py pjit_check_aval_sharding: its own ValueError.

@@ -336,6 +336,39 @@ const ir::Primitive* kSlice = ir::register_primitive({
     },
 });
 
+// --- dynamic_slice[slice_sizes] ---
+//
+// lax.dynamic_slice(x, starts, slice_sizes), with one i32 scalar start per dimension. A start
+// is clamped into [0, size - slice_size], as XLA's DynamicSlice clamps (XLA operation
+// semantics). The SPMD partitioner emits it to cut a device's block out of a whole value, its
+// starts computed from axis_index, as XLA's partitioner cuts with partition-id. It runs after
+// autodiff, so it has no VJP here.
+const ir::Primitive* kDynamicSlice = ir::register_primitive({
+    "dynamic_slice",
+    [](const std::vector<ir::AbstractValue>& inputs, const ir::Params& params) {
+      const ir::AbstractValue& x = inputs.at(0);
+      const std::vector<int64_t>& sizes = params.ints("slice_sizes");
+      if (inputs.size() != x.shape.size() + 1 || sizes.size() != x.shape.size()) {
+        throw EngineError("dynamic_slice: needs one start index and one slice size per "
+                          "dimension of " + shape_to_string(x.shape));
+      }
+      return std::vector<ir::AbstractValue>{
+          {x.dtype, sliced_shape(x.dtype, x.shape, std::vector<int64_t>(sizes.size(), 0), sizes)}};
+    },
+    [](const std::vector<const Buffer*>& inputs, const ir::Params& params) {
+      const Buffer& x = *inputs[0];
+      const std::vector<int64_t>& sizes = params.ints("slice_sizes");
+      std::vector<int64_t> start(sizes.size()), limit(sizes.size());
+      for (size_t d = 0; d < sizes.size(); ++d) {
+        const int64_t wanted = inputs[d + 1]->data<int32_t>()[0];
+        start[d] = std::clamp<int64_t>(wanted, 0, x.shape[d] - sizes[d]);
+        limit[d] = start[d] + sizes[d];
+      }
+      return std::vector<Buffer>{slice_kernel(x, start, limit)};
+    },
+    nullptr,
+});
+
 // --- take_along_axis[axis (fill_value)] and scatter_add[axis] ---
 
 // The fill value of jnp's "fill" mode for a dtype (slicing.py gather).
@@ -633,6 +666,12 @@ Array take_along_axis(const Array& x, const Array& indices, int64_t axis) {
       indices.shape() == out_shape ? indices : broadcast_to(indices, out_shape);
   return gather_along_axis(x_broadcast, indices_broadcast, static_cast<int64_t>(axis_index),
                            std::nullopt);
+}
+
+Array dynamic_slice(const Array& x, const std::vector<Array>& starts, const Shape& slice_sizes) {
+  std::vector<Array> inputs = {x};
+  inputs.insert(inputs.end(), starts.begin(), starts.end());
+  return ir::bind1(*kDynamicSlice, inputs, {{"slice_sizes", slice_sizes}});
 }
 
 }  // namespace pmap_engine

@@ -6,6 +6,7 @@
 // pitfall P14, which the counts make visible).
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <mutex>
 
 #include "ir/trace.h"
@@ -14,6 +15,7 @@
 #include "pmap_engine/transforms.h"
 #include "runtime/executor.h"
 #include "runtime/program_cache.h"
+#include "runtime/sharded_jit.h"
 
 namespace pmap_engine {
 namespace {
@@ -54,8 +56,11 @@ struct Jitted::State {
   JitOptions options;
   std::string name;
   runtime::ProgramCache cache;
-  mutable std::mutex mutex;  // guards `last`
+  mutable std::mutex mutex;  // guards `last`, `sharded` and `last_sharded`
   ExecutionStats last;
+  // With in_shardings: per signature, the partitioned program; and the one that ran last.
+  std::map<std::string, std::shared_ptr<const runtime::ShardedCall>> sharded;
+  std::shared_ptr<const runtime::ShardedCall> last_sharded;
 
   bool is_static(size_t argnum) const { return options.static_argnums.count(argnum) > 0; }
 
@@ -87,6 +92,20 @@ struct Jitted::State {
     }
   }
 
+  // The partitioned program for these arguments, partitioning it on first use.
+  std::shared_ptr<const runtime::ShardedCall> sharded_call(const std::vector<Tree>& args) {
+    const std::string signature = runtime::call_signature(args, options.static_argnums);
+    const runtime::TracedFunction& traced = cache.get(signature, [&] { return trace(args); });
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& call = sharded[signature];
+    if (!call) {
+      runtime::JitShardings shardings{*options.in_shardings, options.out_shardings,
+                                      options.static_argnums, options.donate_argnums};
+      call = std::make_shared<const runtime::ShardedCall>(traced, args, shardings, name);
+    }
+    return call;
+  }
+
   runtime::TracedFunction trace(const std::vector<Tree>& args) const {
     return runtime::trace_function(
         function, args, options.static_argnums,
@@ -108,6 +127,17 @@ Tree Jitted::operator()(const std::vector<Tree>& args) const {
   // Op by op under disable_jit, and inline inside another trace (its program includes ours).
   if (state.options.in_shardings) state.check_in_shardings(args);
   if (jit_disabled() || ir::TraceContext::current() != nullptr) return state.function(args);
+  if (state.options.in_shardings) {
+    const auto call = state.sharded_call(args);
+    Tree result = (*call)(args);
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.last_sharded = call;
+    return result;
+  }
+  if (state.options.out_shardings) {
+    throw EngineError("jit(" + state.name + "): out_shardings without in_shardings; give "
+                      "in_shardings for the arguments too");
+  }
 
   const runtime::TracedFunction* compiled =
       &state.cache.get(runtime::call_signature(args, state.options.static_argnums),
@@ -138,16 +168,27 @@ Tree Jitted::operator()(const std::vector<Tree>& args) const {
 CacheStats Jitted::cache_stats() const { return state_->cache.stats(); }
 
 ExecutionStats Jitted::last_execution() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->last;
+  std::shared_ptr<const runtime::ShardedCall> sharded;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (!state_->last_sharded) return state_->last;
+    sharded = state_->last_sharded;
+  }
+  return sharded->last_execution();
 }
 
 std::string Jitted::program_text(const std::vector<Tree>& args) const {
   return state_->trace(args).program.to_string();
 }
 
-std::string Jitted::partitioned_program_text(const std::vector<Tree>&) const {
-  throw EngineError("partitioned_program_text: the SPMD partitioner is being written");
+std::string Jitted::partitioned_program_text(const std::vector<Tree>& args) const {
+  if (!state_->options.in_shardings) {
+    throw EngineError("jit(" + state_->name + ") has no in_shardings: nothing is partitioned; "
+                      "pass in_shardings (NamedSharding over a Mesh) to see the per-device "
+                      "program");
+  }
+  state_->check_in_shardings(args);
+  return state_->sharded_call(args)->text(args);
 }
 
 Jitted jit(TreeFunction function, JitOptions options, std::string name) {

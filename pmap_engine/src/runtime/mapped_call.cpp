@@ -283,7 +283,7 @@ struct MappedFunction::State {
         BlockLayout::for_output(mesh, sharding, first.shape, options.what + " output " + name);
     const uint64_t all_axes = (uint64_t{1} << mesh.axes().size()) - 1;
     const uint64_t replicated = all_axes & ~layout.named_axes();
-    if (replicated && !options.check_vma) {
+    if (replicated && !options.check_vma && !options.replicated_by_construction) {
       for (int64_t d = 0; d < mesh.size(); ++d) {
         const int64_t r = representative(mesh, layout.named_axes(), d);
         const std::optional<size_t> at = first_difference(per_device[static_cast<size_t>(r)][o],
@@ -377,7 +377,12 @@ Tree MappedFunction::operator()(const Mesh& mesh, const std::vector<Tree>& args,
 
 std::string MappedFunction::program_text(const Mesh& mesh, const std::vector<Tree>& args,
                                          const InShardings& in, const OutShardings& out) const {
-  return state_->trace(mesh, args, state_->input_layouts(mesh, args, in), out).program.to_string();
+  return traced_program(mesh, args, in, out).to_string();
+}
+
+ir::Program MappedFunction::traced_program(const Mesh& mesh, const std::vector<Tree>& args,
+                                           const InShardings& in, const OutShardings& out) const {
+  return state_->trace(mesh, args, state_->input_layouts(mesh, args, in), out).program;
 }
 
 CacheStats MappedFunction::cache_stats() const { return state_->cache.stats(); }

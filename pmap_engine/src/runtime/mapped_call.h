@@ -25,6 +25,9 @@ struct MappedFunctionOptions {
   // Prove statically that outputs left unsplit along a mesh axis do not vary along it
   // (shard_map's check_vma); otherwise such outputs are compared bit for bit at run time.
   bool check_vma = false;
+  // Outputs left unsplit along a mesh axis are the same on every device by construction (a
+  // partitioned jit program, whose collectives make them so): no run-time comparison.
+  bool replicated_by_construction = false;
   // pmap's debug check_replicated_outputs: top-level output positions.
   std::set<size_t> check_replicated_outputs;
 };
@@ -45,6 +48,9 @@ class MappedFunction {
                   const OutShardings& out, const ProcessSpan* span = nullptr) const;
   std::string program_text(const Mesh& mesh, const std::vector<Tree>& args, const InShardings& in,
                            const OutShardings& out) const;
+  // The per-device program itself, traced afresh (not cached).
+  ir::Program traced_program(const Mesh& mesh, const std::vector<Tree>& args,
+                             const InShardings& in, const OutShardings& out) const;
   CacheStats cache_stats() const;
   MappedExecutionStats last_execution() const;
 
