@@ -121,6 +121,16 @@ Check check_oracle(const RunPair& runs, const CompareOptions& options,
         tensors->judged, tensors->beyond.size(), tensors->groups,
         format_number(options.oracle_factor));
     check.details = tensors->beyond;
+    if (!tensors->past_horizon.empty()) {
+      check.figures.push_back(
+          {"groups_past_horizon", static_cast<double>(tensors->past_horizon.size()), ""});
+      check.summary += fmt::format(
+          " {} group-steps past the predictability horizon (B itself {} or more from the "
+          "oracle) are left to the loss.",
+          tensors->past_horizon.size(), format_number(kTensorOracleHorizon));
+      check.details.insert(check.details.end(), tensors->past_horizon.begin(),
+                           tensors->past_horizon.end());
+    }
   }
   return check;
 }

@@ -20,6 +20,7 @@ using testing::all_details;
 using testing::figure;
 using testing::find_check;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 TEST(CompareRuns, DdpAndPmapWithPmeanAreEquivalent) {
@@ -286,6 +287,27 @@ TEST(CompareRuns, OracleJudgesEveryRecordedTensorAgainstTheReferencesDistance) {
   // The gradients at steps 0, 3 and 9.
   EXPECT_GE(figure(far, "groups_beyond_oracle_band"), 3);
   EXPECT_THAT(all_details(far), HasSubstr("step 0 grads: A's worst tensor"));
+}
+
+// Past the predictability horizon: where the reference itself is 0.5 or more (relative L2) from
+// the oracle, a group's tensors are not judged. The P2 run stands in as the oracle: its
+// gradients are 8 x the faithful ones, so B's are |g - 8g| / |8g| = 7/8 from it, past the
+// horizon at every recorded step, A's too; the parameters, which Adam's normalised update
+// keeps close, are still judged.
+TEST(CompareRuns, OracleLeavesTensorsPastThePredictabilityHorizonToTheLoss) {
+  const RunDir pmap = read_run_dir(testing::pmap_run());
+  const RunDir ddp = read_run_dir(testing::ddp_run());
+  RunDir psum_oracle = read_run_dir(testing::psum_run());
+  psum_oracle.info.dtype = "f64";
+  CompareOptions options;
+  options.oracle = &psum_oracle;
+  const Check check = find_check(compare_runs(pmap, ddp, options), "oracle");
+  EXPECT_EQ(figure(check, "groups_past_horizon"), 3) << all_details(check);  // steps 0, 3, 9
+  EXPECT_THAT(all_details(check),
+              HasSubstr("step 0 grads: past the predictability horizon, not judged: B's worst "
+                        "tensor"));
+  EXPECT_THAT(all_details(check), Not(HasSubstr("grads: A's worst tensor")));
+  EXPECT_THAT(check.summary, HasSubstr("3 group-steps past the predictability horizon"));
 }
 
 TEST(CompareRuns, Float64OracleTrainsTheSameStepsInDoublePrecision) {

@@ -135,8 +135,9 @@ std::vector<std::string> collectives(const std::string& dump) {
 }
 
 // Data parallel: the forward pass needs no communication; the loss and each gradient are sums
-// over the split batch, each all-reduced once (w1's gradient is formed transposed, [10, 32], as
-// JAX's dot transpose rule writes it, then transposed back).
+// over the split batch, each all-reduced once. JAX's dot transpose rule forms a weight's
+// gradient transposed and transposes it back; XLA simplifies that to the product of the swapped
+// operands before partitioning, so the all-reduce is of the gradient itself.
 TEST(SpmdTraining, DataParallelAllReducesTheLossAndEachGradient) {
   const std::vector<Tree> args = step_arguments();
   const std::string dump =
@@ -144,9 +145,9 @@ TEST(SpmdTraining, DataParallelAllReducesTheLossAndEachGradient) {
   EXPECT_EQ(collectives(dump), (std::vector<std::string>{
                                    "all-reduce  f32[] -> f32[]",
                                    "all-reduce  f32[10] -> f32[10]",
-                                   "all-reduce  f32[10,32] -> f32[10,32]",
+                                   "all-reduce  f32[32,10] -> f32[32,10]",
                                    "all-reduce  f32[32] -> f32[32]",
-                                   "all-reduce  f32[32,16] -> f32[32,16]",
+                                   "all-reduce  f32[16,32] -> f32[16,32]",
                                }));
 }
 
@@ -166,9 +167,9 @@ TEST(SpmdTraining, FullyShardedAllGathersWeightsAndReduceScattersTheirGradients)
                                    "all-reduce  f32[] -> f32[]",
                                    "all-reduce  f32[10] -> f32[10]",
                                    "all-gather  f32[8,10] -> f32[32,10]",
-                                   "reduce-scatter  f32[10,32] -> f32[10,8]",
+                                   "reduce-scatter  f32[32,10] -> f32[8,10]",
                                    "reduce-scatter  f32[32] -> f32[8]",
-                                   "reduce-scatter  f32[32,16] -> f32[32,4]",
+                                   "reduce-scatter  f32[16,32] -> f32[4,32]",
                                }));
   // Each device holds a quarter of every split leaf: parameters and Adam's two moments.
   EXPECT_THAT(dump, HasSubstr("input 0  f32[32]  P('data',)  block [8]"));

@@ -248,7 +248,7 @@ struct MappedFunction::State {
       for (size_t i = 0; i < leaves.size(); ++i) {
         const BlockLayout& layout = layouts[a][i];
         const DeviceBlocks* resident = leaves[i].device_blocks();
-        const bool reuse = layout.is_split() && resident != nullptr &&
+        const bool reuse = resident != nullptr &&
                            resident->layout_key() ==
                                blocks_key(mesh, in[a][i], layout.global_shape(), span);
         if (reuse) {
@@ -263,11 +263,11 @@ struct MappedFunction::State {
                 layout.is_split() ? layout.extract(source, d) : source);
           }
         }
-        // A donated split leaf's blocks are the program's to overwrite; the caller's array is
-        // deleted, as a donated jax.Array is. Blocks one storage serves on several devices (an
-        // output replicated along an axis) are not: devices run concurrently, and one could
-        // write what another still reads.
-        donated.push_back(donate && layout.is_split() && (!reuse || distinct_storage(*resident)));
+        // A donated leaf's blocks are the program's to overwrite; the caller's array is
+        // deleted, as a donated jax.Array is. Storage several devices share (a host array
+        // passed whole, or one buffer a kernel gave every device) is not: devices run
+        // concurrently, and one could write what another still reads.
+        donated.push_back(donate && (reuse ? distinct_storage(*resident) : layout.is_split()));
         if (donate) leaves[i].donate_device_blocks();
       }
     }
@@ -304,18 +304,20 @@ struct MappedFunction::State {
                           "pmean) can be returned without a device axis");
       }
     }
-    if (!layout.is_split() && !sharding.squeezed_dim) return Array(first);
-    // Each device keeps its block (its representative's where the output is replicated along
-    // an axis); the global value is stitched only when read.
+    // Each device keeps its own block, a replicated output's whole value included, as a
+    // jax.Array replicated over devices holds one buffer on each; passed back under the same
+    // layout, a donated leaf is then updated in place on every device. The global value is
+    // stitched from the representatives' blocks only when read.
     std::vector<Buffer> blocks;
     for (int64_t d = 0; d < mesh.size(); ++d) {
-      blocks.push_back(
-          per_device[static_cast<size_t>(representative(mesh, layout.named_axes(), d))][o]);
+      blocks.push_back(per_device[static_cast<size_t>(d)][o]);
     }
     // The closure keeps its own mesh and rebuilds the layout from it when the value is read:
     // a BlockLayout points at the mesh it was made with, which this call's caller owns.
-    auto assemble = [mesh, sharding, device_shape = first.shape,
+    const bool whole = !layout.is_split() && !sharding.squeezed_dim;
+    auto assemble = [mesh, sharding, whole, device_shape = first.shape,
                      what = options.what + " output " + name](const std::vector<Buffer>& parts) {
+      if (whole) return parts.front();  // device 0's copy is the value
       const BlockLayout output = BlockLayout::for_output(mesh, sharding, device_shape, what);
       Buffer global = Buffer::allocate_uninitialized(parts.front().dtype, output.global_shape());
       for (int64_t d = 0; d < mesh.size(); ++d) {

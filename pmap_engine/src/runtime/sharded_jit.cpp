@@ -4,6 +4,7 @@
 
 #include "ops/sharding_constraint.h"
 #include "runtime/sharding_propagation.h"
+#include "runtime/transposed_dots.h"
 
 namespace pmap_engine::runtime {
 namespace {
@@ -103,6 +104,17 @@ std::vector<std::vector<NamedSharding>> argument_shardings(const std::vector<Tre
   return result;
 }
 
+// The global program as the partitioner sees it: XLA simplifies the HLO before SPMD
+// partitioning (the spmd-simplify pipeline runs AlgebraicSimplifier), so a transposed product
+// is already the product of the swapped operands (runtime/transposed_dots.h). Folded later, the
+// transpose would be stranded behind the all-reduce of the product's partial sums.
+ir::Program simplified(const ir::Program& traced) {
+  Executable executable;
+  executable.program = traced;
+  fold_transposed_dots(executable);
+  return std::move(executable.program);
+}
+
 }  // namespace
 
 ShardedCall::ShardedCall(const TracedFunction& traced, const std::vector<Tree>& args,
@@ -114,7 +126,7 @@ ShardedCall::ShardedCall(const TracedFunction& traced, const std::vector<Tree>& 
     if (!leaves.empty()) mesh = &leaves.front().mesh();
   }
   if (mesh == nullptr) throw EngineError("jit(" + name + "): in_shardings given for no array");
-  const ir::Program& program = traced.program;
+  const ir::Program program = simplified(traced.program);
   std::vector<std::optional<ValueSharding>> fixed(program.vars.size());
   size_t input = 0;
   for (size_t a = 0; a < args.size(); ++a) {
