@@ -63,11 +63,11 @@ void print_widths_program(const CaseSpec& spec) {
                              stats.peak_bytes, stats.peak_footprint_bytes);
 }
 
-// The engine trainer's mapped step, here on a single device fed the global batch: a layers
-// model's (a BatchNorm with sync names the "data" axis, which only a mapped call binds), and a
-// program's that runs under shard_map (its values typed with the axes they vary along, the
-// pvary and psum_invariant JAX inserts shown).
-void print_mapped_program(const CaseSpec& spec) {
+// The arguments of the engine trainer's mapped step for the case's global batch (zeros), in
+// the step's layout: pmap's leading device axis over `devices`, or jit's global values.
+std::vector<pe::Tree> mapped_step_arguments(const CaseSpec& spec,
+                                            const engine_trainer::StepLayout& layout,
+                                            int64_t devices) {
   const int64_t batch = spec.parallel.replicas * spec.data.per_replica_batch;
   const bool layers = !spec.model.layers.empty();
   const std::vector<int64_t> input =
@@ -79,33 +79,71 @@ void print_mapped_program(const CaseSpec& spec) {
   const pe::Tree opt_state = engine_trainer::step_optimizer(spec).init(params);
   const int64_t outputs = layers ? infer_model_shapes(spec.model.layers, input).output.back()
                                  : spec.model.widths.back();
-  engine_trainer::EngineStepOptions options;
-  options.program = spec.scenario.engine_program;
-  const engine_trainer::MappedTrainStep step =
-      engine_trainer::make_mapped_train_step(spec, pe::DeviceSet(1), options);
-  // pmap's layout, a leading device axis of 1, or jit's global values (parallel.style).
-  const engine_trainer::StepLayout& layout = step.layout();
   const auto state = [&](const pe::Tree& tree) {
-    return layout.stacked_state ? engine_trainer::replicate(tree, 1) : tree;
+    return layout.stacked_state ? engine_trainer::replicate(tree, devices) : tree;
   };
   const auto batch_shape = [&](std::vector<int64_t> sample) {
-    sample.insert(sample.begin(), batch);
-    if (!layout.global_batch) sample.insert(sample.begin(), 1);
+    if (layout.global_batch) {
+      sample.insert(sample.begin(), batch);
+    } else {
+      sample.insert(sample.begin(), {devices, batch / devices});
+    }
     return sample;
   };
-  const pe::Array x = pe::zeros(batch_shape({input_dim}));
-  const pe::Array y = spec.model.loss == "mse" ? pe::zeros(batch_shape({outputs}))
-                                               : pe::zeros(batch_shape({}), pe::DType::i32);
-  const auto arguments = [&] {
-    std::vector<pe::Tree> args = {state(params), state(opt_state), x, y};
-    if (layers) args.push_back(state(cases::initial_batch_stats(spec.model, pe::DType::f32)));
-    return args;
-  };
-  step(arguments());
+  std::vector<pe::Tree> args = {
+      state(params), state(opt_state), pe::Tree(pe::zeros(batch_shape({input_dim}))),
+      pe::Tree(spec.model.loss == "mse" ? pe::zeros(batch_shape({outputs}))
+                                        : pe::zeros(batch_shape({}), pe::DType::i32))};
+  if (layers) args.push_back(state(cases::initial_batch_stats(spec.model, pe::DType::f32)));
+  return args;
+}
+
+engine_trainer::MappedTrainStep make_step(const CaseSpec& spec, int64_t devices) {
+  engine_trainer::EngineStepOptions options;
+  options.program = spec.scenario.engine_program;
+  return engine_trainer::make_mapped_train_step(spec, pe::DeviceSet(static_cast<int>(devices)),
+                                                options);
+}
+
+// The engine trainer's mapped step, here on a single device fed the global batch: a layers
+// model's (a BatchNorm with sync names the "data" axis, which only a mapped call binds), and a
+// program's that runs under shard_map (its values typed with the axes they vary along, the
+// pvary and psum_invariant JAX inserts shown).
+void print_mapped_program(const CaseSpec& spec) {
+  const int64_t batch = spec.parallel.replicas * spec.data.per_replica_batch;
+  const engine_trainer::MappedTrainStep step = make_step(spec, 1);
+  step(mapped_step_arguments(spec, step.layout(), 1));
   const pe::MappedExecutionStats stats = step.last_execution();
-  std::cout << step.program_text(arguments());
+  std::cout << step.program_text(mapped_step_arguments(spec, step.layout(), 1));
   std::cout << describe_step(spec.name, batch, stats.num_ops, step.cache_stats(),
                              stats.peak_bytes_per_device, stats.peak_footprint_bytes_per_device);
+}
+
+// --sharded: the jit step partitioned over the case's parallel.replicas devices, for the
+// case's jit style, or for both when the case trains under pmap: every value's sharding, the
+// per-device program with its collectives, then what one step held per device.
+void print_sharded_programs(const CaseSpec& spec) {
+  const std::vector<std::string> styles =
+      spec.parallel.style == "pmap" ? std::vector<std::string>{"jit-dp", "jit-fsdp"}
+                                    : std::vector<std::string>{spec.parallel.style};
+  const int64_t devices = spec.parallel.replicas;
+  for (const std::string& style : styles) {
+    CaseSpec styled = spec;
+    styled.parallel.style = style;
+    const engine_trainer::MappedTrainStep step = make_step(styled, devices);
+    std::vector<pe::Tree> args = mapped_step_arguments(styled, step.layout(), devices);
+    const engine_trainer::DeviceStateBytes held = step.device_state_bytes(args[0], args[1]);
+    std::cout << fmt::format("# case {}, parallel.style = \"{}\", {} devices\n", spec.name,
+                             style, devices)
+              << step.partitioned_program_text(args);
+    step(std::move(args));
+    const pe::MappedExecutionStats stats = step.last_execution();
+    std::cout << fmt::format(
+        "  parameters {} bytes + optimizer state {} bytes per device ({})\n"
+        "  peak of live buffers {} bytes ({:.1f} MiB) per device, running the step once\n\n",
+        held.params, held.opt_state, held.layout, stats.peak_bytes_per_device,
+        static_cast<double>(stats.peak_bytes_per_device) / (1 << 20));
+  }
 }
 
 }  // namespace
@@ -114,6 +152,7 @@ void register_program_command(CLI::App& app) {
   struct Arguments {
     std::string case_name;
     std::vector<std::string> overrides;
+    bool sharded = false;
   };
   auto arguments = std::make_shared<Arguments>();
   CLI::App* command = app.add_subcommand(
@@ -123,9 +162,17 @@ void register_program_command(CLI::App& app) {
   command->add_option("case", arguments->case_name, "case name or path to a .toml file")
       ->required();
   command->add_option("--set", arguments->overrides, "override a case key: section.key=value");
+  command->add_flag("--sharded", arguments->sharded,
+                    "the jit step partitioned over parallel.replicas devices (parallel.style "
+                    "jit-dp or jit-fsdp; both for a pmap case): each value's sharding, the "
+                    "per-device program with its collectives, the memory per device");
   command->callback([arguments] {
     const CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
     const pe::ScopedJaxRelease release = cases::case_jax_release(spec);
+    if (arguments->sharded) {
+      print_sharded_programs(spec);
+      return;
+    }
     // A widths model's step is seed 002's jitted one, unless what it does happens across the
     // devices (a shard_map program; clipping each device's gradient before the mean).
     if (spec.model.layers.empty() &&

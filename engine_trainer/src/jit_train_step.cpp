@@ -94,27 +94,18 @@ pe::MappedExecutionStats JitTrainStep::last_execution() const {
 }
 
 std::string JitTrainStep::memory_method() const {
-  const int64_t devices = state_->mesh.size();
-  int64_t partitioned_over = 1;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    if (state_->jitted) partitioned_over = state_->jitted->last_execution().num_devices;
-  }
-  if (partitioned_over == devices) {
-    return fmt::format(
-        "pmap_engine planner: exact peak of live buffers per device of the {} program "
-        "partitioned over {} devices",
-        state_->style, devices);
-  }
   return fmt::format(
-      "pmap_engine planner: exact peak of live buffers of the {} program run whole on one "
-      "device (this engine build does not partition a sharded jit over the {} devices yet, so "
-      "each device's figure is the global program's)",
-      state_->style, devices);
+      "pmap_engine planner: exact peak of live buffers per device of the {} program "
+      "partitioned over {} devices",
+      state_->style, state_->mesh.size());
 }
 
 std::string JitTrainStep::program_text(const std::vector<pe::Tree>& args) const {
   return jitted_for(args).program_text(args);
+}
+
+std::string JitTrainStep::partitioned_program_text(const std::vector<pe::Tree>& args) const {
+  return jitted_for(args).partitioned_program_text(args);
 }
 
 DeviceStateBytes JitTrainStep::device_state_bytes(const pe::Tree& params,

@@ -43,10 +43,12 @@ class JitTrainStep {
   pe::Tree operator()(const std::vector<pe::Tree>& args) const;
   pe::CacheStats cache_stats() const;
   pe::MappedExecutionStats last_execution() const;
-  // Whether the last run's peak is per device of the partitioned program, or of the program run
-  // whole (an engine that does not partition jit yet).
+  // How the last run's peak was measured: per device of the partitioned program.
   std::string memory_method() const;
   std::string program_text(const std::vector<pe::Tree>& args) const;
+  // Every value's sharding, the per-device program with its collectives, the memory plan
+  // (Jitted::partitioned_program_text).
+  std::string partitioned_program_text(const std::vector<pe::Tree>& args) const;
   DeviceStateBytes device_state_bytes(const pe::Tree& params, const pe::Tree& opt_state) const;
 
  private:

@@ -4,6 +4,7 @@
 
 #include "jit_train_step.h"
 #include "parity/common/engine_programs.h"
+#include "parity/common/error.h"
 #include "shard_map_train_step.h"
 
 namespace parity::engine_trainer {
@@ -67,6 +68,16 @@ std::string MappedTrainStep::memory_method() const {
 
 std::string MappedTrainStep::program_text(const std::vector<pe::Tree>& args) const {
   return std::visit([&](const auto& step) { return step.program_text(args); }, state_->step);
+}
+
+std::string MappedTrainStep::partitioned_program_text(const std::vector<pe::Tree>& args) const {
+  if (const auto* jitted = std::get_if<JitTrainStep>(&state_->step)) {
+    return jitted->partitioned_program_text(args);
+  }
+  throw InputError(
+      "only a jit step is partitioned: this case runs under pmap or shard_map, whose program "
+      "is written per device (parity program CASE prints it); set parallel.style to jit-dp or "
+      "jit-fsdp");
 }
 
 DeviceStateBytes MappedTrainStep::device_state_bytes(const pe::Tree& params,

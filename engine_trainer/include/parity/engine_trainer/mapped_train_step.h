@@ -55,6 +55,10 @@ class MappedTrainStep {
   // axes they vary along, with the pvary and psum_invariant JAX inserts; under jit, the
   // global program).
   std::string program_text(const std::vector<pe::Tree>& args) const;
+  // Under jit with shardings: every value's sharding and the per-device program after SPMD
+  // partitioning, with its collectives and memory plan. InputError for pmap and shard_map,
+  // whose programs are written per device already.
+  std::string partitioned_program_text(const std::vector<pe::Tree>& args) const;
   // What each device holds of `params` and `opt_state`, given as one device's values (or the
   // global ones): whole leaves under pmap and shard_map, each leaf's block under jit's
   // shardings (known once the step has run).
