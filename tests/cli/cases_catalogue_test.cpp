@@ -25,15 +25,17 @@ using testing::shell_quote;
 const std::string kParity = PARITY_EXECUTABLE;
 
 // Every item of docs/pitfalls.md, P3b (P3's step under jax.shard_map), P3c (the pmap step moved
-// into jax.shard_map as it is), the RNG items R1
+// into jax.shard_map as it is), S5b (S5's jitted step fixed, partitioned), P12b (P12's
+// P('data') on every leaf where each leaf divides: FSDP), the RNG items R1
 // (torch's seed on every rank) and R2 (a key reused across steps), and the documents' claims no
 // pitfall covers: C1 (communication volume), C2 (a 7B model's memory), C3 (ResNet step times,
 // the CPU analogue), C4 (pmap over fewer devices), C5 (debugging inside jit); and the migration
 // defaults of ../shared/docs/migration-defaults.md, M1-M13
 // (tests/cli/migration_defaults_test.cpp swaps each default).
 const std::vector<std::string> kItems = {
-    "S1",  "S2", "S3", "S4", "S5", "S6", "S7", "S8",  "S9",  "S10", "S11", "P1",  "P2", "P3",
-    "P3b", "P3c", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "R1",
+    "S1",  "S2", "S3", "S4", "S5", "S5b", "S6", "S7", "S8",  "S9",  "S10", "S11", "P1",  "P2",
+    "P3", "P3b", "P3c", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P12b", "P13",
+    "P14", "R1",
     "R2",
     "C1",  "C2", "C3", "C4", "C5",
     "M1",  "M2", "M3", "M4", "M5", "M6", "M7", "M8", "M9", "M10", "M11", "M12", "M13"};
