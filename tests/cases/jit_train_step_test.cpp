@@ -18,11 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "layer_model.h"
+#include "layers_case.h"
 #include "mlp_program.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
 #include "parity/common/error.h"
 #include "parity/common/init_params.h"
+#include "test_files.h"
 #include "parity/compare/tolerance.h"
 #include "parity/engine_trainer/engine_trainer.h"
 #include "parity/engine_trainer/mapped_train_step.h"
@@ -78,12 +81,15 @@ Trajectory train(const CaseSpec& spec) {
   const et::MappedTrainStep step = et::make_mapped_train_step(spec, pe::DeviceSet(kDevices));
   const et::StepLayout& layout = step.layout();
   const Dataset data = load_case_dataset(spec, "train");
-  pe::Tree params = params_from_tensors(
-      init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
+  const bool layers = !spec.model.layers.empty();
+  pe::Tree params = params_from_tensors(init_model_params(spec), name_separator(spec.model));
   pe::Tree opt_state = et::step_optimizer(spec).init(params);
+  // A layers model's step threads its batch statistics (none without BatchNorm).
+  pe::Tree batch_stats = layers ? initial_batch_stats(spec.model, pe::DType::f32) : pe::Tree();
   if (layout.stacked_state) {
     params = et::replicate(params, kDevices);
     opt_state = et::replicate(opt_state, kDevices);
+    batch_stats = et::replicate(batch_stats, kDevices);
   }
   // Device 0's row of a stacked leaf, [1:, ...] dropped and the device axis squeezed.
   const auto device_0 = [&](const pe::Tree& tree, bool stacked) {
@@ -101,16 +107,20 @@ Trajectory train(const CaseSpec& spec) {
   Trajectory out;
   for (int64_t s = 0; s < kSteps; ++s) {
     const Batch batch = step_batch(data, s, layout.global_batch);
-    const pe::Tree result = step({params, opt_state, batch.x, batch.y});
+    std::vector<pe::Tree> args = {params, opt_state, batch.x, batch.y};
+    if (layers) args.push_back(batch_stats);
+    const pe::Tree result = step(args);
     params = result[0];
     opt_state = result[1];
+    if (layers) batch_stats = result[4];
     double loss = 0;
     for (double value : result[2].leaf().to_doubles()) loss += value;
     out.losses.push_back(layout.per_device_results ? loss / kDevices : loss);
     const bool clips = spec.train.clip_grad_norm > 0;
+    const std::string separator = name_separator(spec.model);
     out.grads.push_back(tensors_from_params(
-        device_0(clips ? result[3][0] : result[3], layout.per_device_results)));
-    out.params.push_back(tensors_from_params(device_0(params, layout.stacked_state)));
+        device_0(clips ? result[3][0] : result[3], layout.per_device_results), separator));
+    out.params.push_back(tensors_from_params(device_0(params, layout.stacked_state), separator));
   }
   return out;
 }
@@ -174,6 +184,27 @@ TEST(JitTrainStep, AccumulationAndClippingTrainWhatThePmapStepTrains) {
   // plain step's loss on the same samples from the same parameters.
   ASSERT_EQ(out[2].children().size(), 2u);
   EXPECT_DOUBLE_EQ(out[2][0].leaf().item(), train(mlp_case("jit-fsdp")).losses[0]);
+}
+
+// A layers model (a strided conv, LayerNorm, pooling, a dense head: Flax's modules, no BatchNorm
+// nor dropout, which jit styles refuse) takes the same has_aux step, its batch_stats empty.
+TEST(JitTrainStep, ALayersModelTrainsWhatThePmapStepTrains) {
+  const parity::testing::TempDir dir;
+  const auto layers_case = [&](const std::string& style) {
+    return testing::layers_case(
+        dir,
+        "  { kind = \"conv\", features = 4, kernel = [3, 3], strides = [2, 2], padding = "
+        "\"SAME\" },\n"
+        "  { kind = \"layer_norm\", epsilon = 1e-6 },\n"
+        "  { kind = \"relu\" },\n"
+        "  { kind = \"global_avg_pool\" },\n"
+        "  { kind = \"dense\", features = 10 },\n",
+        "[parallel]\nreplicas = " + std::to_string(kDevices) + "\nstyle = \"" + style +
+            "\"\n\n[data]\nper_replica_batch = " + std::to_string(kBatch) +
+            "\n\n[init]\nscheme = \"flax\"\n");
+  };
+  const Trajectory pmap = train(layers_case("pmap"));
+  expect_same_training(train(layers_case("jit-fsdp")), pmap);
 }
 
 TEST(JitTrainStep, JitStylesTrainTheFaithfulProgramOnly) {
