@@ -17,10 +17,13 @@
 // sqrt(2) apart in relative L2, and which run gets there first is chance (measured on
 // mlp4-1024 at step 199: B's worst 0.68, A's 1.43 for every engine style, the loss curves
 // within the oracle's band throughout). A group-step where the reference itself is
-// kTensorOracleHorizon or more from the oracle is past that horizon: its tensors carry no evidence either
-// way, so it is reported and left to the loss, which the oracle check judges at every step.
+// kTensorOracleHorizon or more from the oracle (among the tensors f32 can resolve, below) is
+// past that horizon: its tensors carry no evidence either way, so it is reported and left to
+// the loss, which the oracle check judges at every step.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <utility>
@@ -64,6 +67,30 @@ std::map<GroupStep, Worst> worst_distances(const TensorScan& scan, bool exact_wi
   return worst;
 }
 
+// Each group's worst distance from the oracle at each step among the tensors f32 can resolve:
+// those whose oracle norm is at least f32's unit roundoff (2^-24) times the group's largest.
+// A tensor that is zero in exact arithmetic (a key projection's bias and its gradient, which
+// softmax cancels) has an oracle of rounding noise, and any f32 run is then 1e8 from it in
+// relative terms, at every step, chaos or not; it says nothing about the horizon.
+std::map<GroupStep, Worst> resolved_distances(const TensorScan& scan) {
+  std::map<GroupStep, Worst> worst;
+  for (const auto& [group, tensors] : {std::pair{"grads", &scan.grads},
+                                       std::pair{"params", &scan.params},
+                                       std::pair{"batch_stats", &scan.batch_stats}}) {
+    std::map<int64_t, double> largest;
+    for (const TensorComparison& comparison : tensors->compared) {
+      double& norm = largest[comparison.delta.step];
+      norm = std::max(norm, comparison.norm_b);
+    }
+    for (const TensorComparison& comparison : tensors->compared) {
+      Worst& entry = worst[{group, comparison.delta.step}];
+      if (comparison.norm_b < std::ldexp(largest[comparison.delta.step], -24)) continue;
+      note(entry, comparison.delta.rel_l2, comparison.delta.name);
+    }
+  }
+  return worst;
+}
+
 }  // namespace
 
 TensorOracleJudgement judge_tensors_against_oracle(const RunDir& a, const RunDir& b,
@@ -72,17 +99,19 @@ TensorOracleJudgement judge_tensors_against_oracle(const RunDir& a, const RunDir
   TensorOracleJudgement judgement;
   const std::map<GroupStep, Worst> from_a = worst_distances(
       scan_tensors(a, oracle, tolerance.rtol, tolerance.atol), true, &judgement.judged);
-  const std::map<GroupStep, Worst> from_b =
-      worst_distances(scan_tensors(b, oracle, tolerance.rtol, tolerance.atol), false, nullptr);
+  const TensorScan scan_b = scan_tensors(b, oracle, tolerance.rtol, tolerance.atol);
+  const std::map<GroupStep, Worst> from_b = worst_distances(scan_b, false, nullptr);
+  const std::map<GroupStep, Worst> b_resolved = resolved_distances(scan_b);
   for (const auto& [group_step, worst_a] : from_a) {
     const auto found = from_b.find(group_step);
     if (found == from_b.end()) continue;
-    if (found->second.rel_l2 >= kTensorOracleHorizon) {
+    const Worst& horizon = b_resolved.at(group_step);
+    if (horizon.rel_l2 >= kTensorOracleHorizon) {
       judgement.past_horizon.push_back(fmt::format(
           "step {} {}: past the predictability horizon, not judged: B's worst tensor, {}, is {} "
           "(relative L2) from the oracle's (A's worst, {}, {})",
-          group_step.second, group_step.first, found->second.name,
-          format_number(found->second.rel_l2), worst_a.name, format_number(worst_a.rel_l2)));
+          group_step.second, group_step.first, horizon.name, format_number(horizon.rel_l2),
+          worst_a.name, format_number(worst_a.rel_l2)));
       continue;
     }
     ++judgement.groups;

@@ -69,6 +69,7 @@ TensorComparison compare_values(const std::vector<double>& a, const std::vector<
   const double norm_a = std::sqrt(sums.aa);
   const double norm_b = std::sqrt(sums.bb);
   const double norm_d = std::sqrt(sums.dd);
+  result.norm_b = norm_b;
   // Zero references: equal zeros are a perfect match; anything against zero is infinitely off.
   const double kInf = std::numeric_limits<double>::infinity();
   result.delta.rel_l2 = norm_b > 0 ? norm_d / norm_b : (norm_d > 0 ? kInf : 0);

@@ -32,6 +32,7 @@ struct TensorComparison {
   size_t worst_index = 0;  // flat, row-major
   double worst_a = 0;
   double worst_b = 0;
+  double norm_b = 0;        // ||b||, the reference's L2 norm
   bool non_finite = false;  // a NaN or infinity in a or b
 };
 
