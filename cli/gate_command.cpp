@@ -4,7 +4,7 @@
 //                                                    producer that made it, then gate.json
 //   parity gate --baseline DIR --reruns DIR...       the same from reruns made elsewhere (a
 //                                                    real PyTorch or JAX job, imported)
-// Throughput is judged by the confidence interval of the step-time median ratio
+// Throughput is judged by the confidence interval of the step-time quantile ratio (q10)
 // (compare/speed_verdict.h): from the two runs' steps, or from interleaved reruns of both,
 // A B, B A, ... (--speed-reruns N, by the producers that made them; or --speed-baseline DIR...
 // --speed-candidate DIR... made elsewhere). Exit 5 when the interval straddles the threshold,
@@ -227,7 +227,7 @@ void register_gate_command(CLI::App& app, int& exit_status) {
       "Regression gate: judge a candidate run against a stored golden run of the same case "
       "(compare's checks, plus throughput and memory thresholds that fail), with tolerances "
       "calibrated from reruns when the baseline holds them for this platform; throughput judged by "
-      "the confidence interval of the step-time median ratio. Exit 0 pass, 1 fail, 2 bad "
+      "the confidence interval of the ratio of step-time 10th percentiles. Exit 0 pass, 1 fail, 2 bad "
       "input, 3 a run is incomplete, 5 inconclusive (the throughput interval straddles the "
       "threshold, or lies below it from fewer than 3 pairs of runs: rerun with more "
       "repetitions, --speed-reruns N)");

@@ -2,8 +2,9 @@
 // machine and its load, so it warns (never fails, unless fail_on_performance) when run A is
 // markedly slower than the reference. It compares steady-state samples per second (global batch
 // / median step time after the first step); the first step, which holds compilation or warm-up,
-// is reported apart. The gate judges throughput by the confidence interval of the step-time
-// median ratio instead (speed_verdict.h). Memory is memory_check.cpp's.
+// is reported apart. The gate judges throughput by the confidence interval of the ratio of
+// step-time 10th percentiles instead (speed_verdict.h: steadier under a neighbour's load than a
+// median). Memory is memory_check.cpp's.
 #include <fmt/format.h>
 
 #include "case_toml.h"
@@ -75,7 +76,7 @@ Check judge_by_interval(Check check, const std::string& comparison, const SpeedI
   }
   // The verdict within the terminal summary's line: ratio, interval, judgement first.
   check.summary = fmt::format(
-      "A/B throughput {}x, {}% interval [{}, {}]: {}; the ratio of step-time medians over "
+      "A/B throughput {}x, {}% interval [{}, {}]: {}; the ratio of step-time 10th percentiles over "
       "{} pair(s) of runs ({} and {} steady steps).",
       format_number(speed.throughput_ratio), format_number(speed.confidence * 100),
       format_number(speed.low), format_number(speed.high), judgement, speed.pairs,

@@ -89,7 +89,7 @@ CompareOptions with_speed_pairs(CompareOptions options, const fs::path& baseline
   return options;
 }
 
-// The gate judges throughput by the interval of the step-time median ratio from metrics.jsonl
+// The gate judges throughput by the interval of the step-time quantile ratio from metrics.jsonl
 // (speed_verdict.h), no longer by run.json's two medians; one pair never fails.
 TEST(Gate, ThroughputAndMemoryPastTheirThresholdsFail) {
   testing::TempDir dir;

@@ -1,6 +1,6 @@
 // The gate's throughput interval (compare/speed_verdict.h) on synthetic step times whose answer
 // is known by construction: exact scaled copies, constant steps, and the coverage of the
-// interval over many draws from a distribution with a known median ratio.
+// interval over many draws from a distribution with a known quantile ratio.
 #include "parity/compare/speed_verdict.h"
 
 #include <fmt/format.h>
@@ -18,9 +18,9 @@ namespace {
 
 // `pairs` runs of `steps` step times: log step time = log(scale * 1 ms) + a run's level (load
 // that came and went between runs, normal with sd `run_sd`) + an AR(1) noise of the steps
-// (a busy moment slows several steps in a row: coefficient 0.5, marginal sd `step_sd`). The
-// log is symmetric about log(scale * 1 ms), so the population median is scale * 1 ms and the
-// ratio of two such medians is the ratio of the scales.
+// (a busy moment slows several steps in a row: coefficient 0.5, marginal sd `step_sd`). Runs of
+// another scale are the same distribution times the ratio of the scales, so each population
+// quantile, the one the verdict takes (kStepTimeQuantile) included, is in that ratio.
 std::vector<StepTimes> synthetic_runs(std::mt19937_64& random, int pairs, int steps, double scale,
                                       double run_sd = 0.03, double step_sd = 0.1) {
   constexpr double kAutocorrelation = 0.5;
@@ -51,7 +51,7 @@ TEST(SpeedVerdict, AnExactlyScaledCopyHasTheScaleAsItsRatioInsideTheInterval) {
   std::mt19937_64 random(1);
   const std::vector<StepTimes> baseline = synthetic_runs(random, 5, 30, 1.0);
   const SpeedInterval slower = judge_speed(baseline, scaled(baseline, 1.1), {});
-  // The median of x * 1.1 is the median of x times 1.1: the ratio is 1/1.1 up to rounding.
+  // Any quantile of x * 1.1 is that quantile of x times 1.1: the ratio is 1/1.1 up to rounding.
   EXPECT_NEAR(slower.throughput_ratio, 1 / 1.1, 1e-12);
   EXPECT_LE(slower.low, slower.throughput_ratio);
   EXPECT_GE(slower.high, slower.throughput_ratio);
@@ -123,7 +123,7 @@ TEST(SpeedVerdict, TheSameRunsGiveTheSameInterval) {
   EXPECT_EQ(first.high, second.high);
 }
 
-// Coverage: over many draws of runs whose true median ratio is 1/1.1, the share of 90%
+// Coverage: over many draws of runs whose true quantile ratio is 1/1.1, the share of 90%
 // intervals that hold it. 300 draws: the standard error of a coverage near 0.9 is
 // sqrt(0.9 * 0.1 / 300) = 0.017, so 0.85 lies three below for 6 pairs; 3 pairs, the fewest that
 // may fail a candidate (kMinPairsToFail), are held to 0.80. From one pair the interval sees the

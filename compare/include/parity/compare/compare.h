@@ -50,7 +50,7 @@ struct CompareOptions {
   double memory_warn_ratio = 1.25;
   bool fail_on_performance = false;  // those warnings fail the check instead
   // The gate's throughput verdict (speed_verdict.h): when set, the throughput check judges the
-  // confidence interval of the step-time median ratio against throughput_warn_ratio instead of
+  // confidence interval of the step-time quantile ratio against throughput_warn_ratio instead of
   // the two medians alone. Its runs are interleaved reruns of B's case (speed_runs_b) and A's
   // (speed_runs_a), the i-th of each made one after the other; with none, A's and B's own
   // steps are the one pair. Runs without per-step times fall back to the medians.

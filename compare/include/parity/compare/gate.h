@@ -73,7 +73,7 @@ Calibration calibrate(const RunDir& baseline, const std::vector<RunDir>& reruns,
 
 // compare's options for the gate: same case required, performance failing past the thresholds
 // (the larger of `thresholds` and the calibration's; throughput judged by the confidence interval
-// of the step-time median ratio, speed_verdict.h, from the two runs' steps until the caller adds
+// of the step-time quantile ratio, speed_verdict.h, from the two runs' steps until the caller adds
 // interleaved reruns to options.speed), and the calibration's tolerances (exact per step: no
 // rtol, no approximate lane) when there is one.
 CompareOptions gate_options(const GateThresholds& thresholds,

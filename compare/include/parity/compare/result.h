@@ -182,11 +182,11 @@ struct SeedDistribution {
   std::string verdict;  // "equivalent", "different", "inconclusive"
 };
 
-// The gate's throughput verdict on a noisy machine (compare/speed_verdict.h): the ratio of
-// step-time medians, baseline over candidate (the candidate's samples/s over the baseline's when
+// The gate's throughput verdict on a noisy machine (compare/speed_verdict.h): the ratio of the
+// step times' 10th percentiles, baseline over candidate (the candidate's samples/s over the baseline's when
 // both train the same batch), with its bootstrap confidence interval over interleaved runs.
 struct SpeedInterval {
-  double throughput_ratio = 1;  // median baseline step time / median candidate step time
+  double throughput_ratio = 1;  // baseline's step-time q10 / candidate's step-time q10
   double low = 1, high = 1;     // the interval of throughput_ratio
   double confidence = 0.95;     // two-sided
   double threshold = 0.95;      // the candidate fails below this ratio (1 - max drop)
