@@ -40,6 +40,7 @@ std::optional<std::string> run_sharded_jit_program(const CaseSpec& spec,
     return pe::Tree::tuple({pe::optim::apply_updates(params, updates), opt_state});
   };
   pe::JitOptions options;
+  options.arg_names = {"params", "opt_state", "x", "y"};
   options.in_shardings = program.jit == JitShardings::kTwoForFourArguments
                              ? std::vector<pe::ShardingTree>(2, data_sharding)
                              : std::vector<pe::ShardingTree>(4, data_sharding);

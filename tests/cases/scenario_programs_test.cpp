@@ -260,7 +260,8 @@ TEST(ScenarioPrograms, ErrorProgramsRaiseJaxsErrors) {
 
   // 002 §2.2's jitted step: two in_shardings for four arguments (api_util.py's wording), and
   // with four P('data') shardings the first leaf that cannot split 8 ways, the (10,) bias
-  // (pjit.py pjit_check_aval_sharding; dict leaves flatten in key order, dense1.bias first).
+  // (pjit.py pjit_check_aval_sharding; dict leaves flatten in key order, dense1.bias first),
+  // named after p_train_step_jit's parameter (jax/_src/api_util.py _non_static_arg_names).
   spec.scenario.engine_program = "jit-named-sharding";
   const std::optional<std::string> short_tuple = run_error_program(spec);
   ASSERT_TRUE(short_tuple.has_value());
@@ -270,7 +271,7 @@ TEST(ScenarioPrograms, ErrorProgramsRaiseJaxsErrors) {
   spec.scenario.engine_program = "jit-params-sharded";
   const std::optional<std::string> indivisible = run_error_program(spec);
   ASSERT_TRUE(indivisible.has_value());
-  EXPECT_NE(indivisible->find("pytree key path args[0].dense1.bias was given the sharding "
+  EXPECT_NE(indivisible->find("pytree key path params['dense1']['bias'] was given the sharding "
                               "NamedSharding(mesh=Mesh('data': 8, axis_types=(Auto,)), "
                               "spec=P('data',), memory_kind=device) implies that array axis 0 "
                               "is partitioned 8 times"),

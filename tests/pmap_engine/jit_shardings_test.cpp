@@ -64,11 +64,26 @@ TEST(JitShardings, ALeafThatDoesNotDivideOverTheMeshIsRefusedWithItsPath) {
   // params.b has 10 elements: P('data') over 8 devices cannot split it.
   const Jitted f = with_shardings({sharded(), sharded()});
   EXPECT_EQ(error_of(f, {params(10), full({16, 4}, 1.0, DType::f32)}),
-            "One of pjit arguments with pytree key path args[0].b was given the sharding "
+            "One of pjit arguments with pytree key path args[0]['b'] was given the sharding "
             "NamedSharding(mesh=Mesh('data': 8, axis_types=(Auto,)), spec=P('data',), "
             "memory_kind=device) implies that array axis 0 is partitioned 8 times, but the "
             "dimension size is 10 (full shape: (10,), per-dimension tiling factors: (8,) should "
             "evenly divide the shape).");
+}
+
+// JAX names a leaf after the parameter its argument binds to (api_util.py
+// _non_static_arg_names: f"{name}{keystr(path)}"), and falls back to args[i] when the signature
+// does not bind the call's arguments.
+TEST(JitShardings, ALeafIsNamedAfterItsParameterWhenTheSignatureBinds) {
+  JitOptions options;
+  options.in_shardings = std::vector<ShardingTree>{sharded(), sharded()};
+  options.arg_names = {"params", "x"};
+  const std::vector<Tree> args = {params(10), full({16, 4}, 1.0, DType::f32)};
+  EXPECT_THAT(error_of(jit(affine_sum, options, "affine_sum"), args),
+              HasSubstr("with pytree key path params['b'] was given the sharding"));
+  options.arg_names = {"params"};
+  EXPECT_THAT(error_of(jit(affine_sum, options, "affine_sum"), args),
+              HasSubstr("with pytree key path args[0]['b'] was given the sharding"));
 }
 
 TEST(JitShardings, AScalarWithASplitSpecIsRefusedWithTheHintForScalars) {

@@ -34,6 +34,11 @@ struct JitOptions {
   // out_shardings: one entry per top-level output (tuple entry), or a single one for all of
   // them; only with in_shardings. Unset: each output keeps the sharding propagation gave it.
   std::optional<std::vector<ShardingTree>> out_shardings;
+  // The function's parameter names, one per positional argument, as JAX takes them from its
+  // Python signature to name a leaf in an error: "params['dense1']['bias']". Unset, or not one
+  // per argument: "args[0]['dense1']['bias']", JAX's names when the signature does not bind
+  // (jax/_src/api_util.py _non_static_arg_names).
+  std::vector<std::string> arg_names;
 };
 
 struct CacheStats {

@@ -37,6 +37,10 @@ class Tree {
   // Dict keys joined with `separator` ("dense0.kernel"; "Conv_0/kernel" with "/", as
   // jax.tree_util.keystr(path, simple=True, separator="/") writes Flax's names).
   std::vector<std::string> leaf_paths(const std::string& separator = ".") const;
+  // Each leaf's key path as jax.tree_util.keystr writes it: "[1]" for a tuple entry, "['w']"
+  // for a dict entry, "" for a lone array (jax/_src/tree_util.py keystr; JAX's error texts
+  // name a leaf "args[0]['dense0']['bias']" with it, linear_util._clean_keystr_arg_names).
+  std::vector<std::string> key_paths() const;
   // The structure without the leaves: "{'b': *, 'w': *}", "(*, (*, *))".
   std::string structure() const;
   // A tree of the same structure with `leaves` in flatten order.
@@ -46,6 +50,7 @@ class Tree {
   void collect(std::vector<Array>& out) const;
   void collect_paths(const std::string& prefix, const std::string& separator,
                      std::vector<std::string>& out) const;
+  void collect_key_paths(const std::string& prefix, std::vector<std::string>& out) const;
   Tree rebuild(const std::vector<Array>& leaves, size_t& next) const;
 
   Kind kind_;

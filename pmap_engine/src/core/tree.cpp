@@ -83,6 +83,27 @@ std::vector<std::string> Tree::leaf_paths(const std::string& separator) const {
   return out;
 }
 
+void Tree::collect_key_paths(const std::string& prefix, std::vector<std::string>& out) const {
+  switch (kind_) {
+    case Kind::kLeaf: out.push_back(prefix); break;
+    case Kind::kTuple:
+      for (size_t i = 0; i < children_.size(); ++i) {
+        children_[i].collect_key_paths(prefix + "[" + std::to_string(i) + "]", out);
+      }
+      break;
+    case Kind::kDict:
+      for (const auto& [key, child] : entries_) child.collect_key_paths(prefix + "['" + key + "']", out);
+      break;
+    case Kind::kNone: break;
+  }
+}
+
+std::vector<std::string> Tree::key_paths() const {
+  std::vector<std::string> out;
+  collect_key_paths("", out);
+  return out;
+}
+
 std::string Tree::structure() const {
   std::ostringstream out;
   switch (kind_) {

@@ -64,6 +64,11 @@ struct Jitted::State {
 
   bool is_static(size_t argnum) const { return options.static_argnums.count(argnum) > 0; }
 
+  std::string argument_name(size_t index, size_t num_args) const {
+    if (options.arg_names.size() == num_args) return options.arg_names[index];
+    return "args[" + std::to_string(index) + "]";
+  }
+
   // jax/_src/pjit.py _process_in_axis_resources: flatten_axis_resources refuses a tuple that
   // is not as long as the arguments, then pjit_check_aval_sharding checks every leaf, in
   // flatten order.
@@ -79,12 +84,11 @@ struct Jitted::State {
     for (size_t i = 0; i < dynamic.size(); ++i) {
       const Tree& arg = args[dynamic[i]];
       const std::vector<Array> leaves = arg.leaves();
-      const std::vector<std::string> paths = arg.leaf_paths();
+      const std::vector<std::string> paths = arg.key_paths();
       for (size_t l = 0; l < leaves.size(); ++l) {
-        // args[0].dense0.bias, args[1][0].count, args[2]
-        const std::string& inner = paths[l];
-        const std::string path = "args[" + std::to_string(dynamic[i]) + "]" +
-                                 (inner.empty() || inner[0] == '[' ? inner : "." + inner);
+        // params['dense0']['bias'], or args[0]['dense0']['bias'] without a name for each
+        // argument (jax/_src/api_util.py _non_static_arg_names).
+        const std::string path = argument_name(dynamic[i], args.size()) + paths[l];
         shardings[i]
             .leaf(l, leaves.size(), "pjit in_shardings entry " + std::to_string(i))
             .check_leaf(leaves[l].shape(), "pjit arguments with pytree key path " + path);

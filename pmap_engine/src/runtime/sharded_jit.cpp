@@ -21,25 +21,6 @@ bool same_mesh(const Mesh& a, const Mesh& b) {
   return a.to_string() == b.to_string() && device_ids(a) == device_ids(b);
 }
 
-// Each leaf's key path as jax.tree_util.keystr writes it: "[1]" for a tuple entry, "['w']" for
-// a dict entry, "" for a lone array.
-void key_paths(const Tree& tree, const std::string& prefix, std::vector<std::string>& out) {
-  switch (tree.kind()) {
-    case Tree::Kind::kLeaf: out.push_back(prefix); break;
-    case Tree::Kind::kTuple:
-      for (size_t i = 0; i < tree.children().size(); ++i) {
-        key_paths(tree.children()[i], prefix + "[" + std::to_string(i) + "]", out);
-      }
-      break;
-    case Tree::Kind::kDict:
-      for (const auto& [key, child] : tree.entries()) {
-        key_paths(child, prefix + "['" + key + "']", out);
-      }
-      break;
-    case Tree::Kind::kNone: break;
-  }
-}
-
 // One side of JAX's device assignment mismatch (jax/_src/stages.py, jax-v0.11.0:
 // DeviceAssignmentMismatch._str, the same words as jax-v0.4.38's pxla.py): " ARG_SHARDING with
 // device ids [0, 1, 2, 3] on platform CPU". The engine's arguments are uncommitted host
@@ -163,8 +144,7 @@ ShardedCall::ShardedCall(const TracedFunction& traced, const std::vector<Tree>& 
                         " shardings for " + std::to_string(tops.size()) +
                         " outputs; give one per output or one for all");
     }
-    std::vector<std::string> result_paths;
-    key_paths(traced.output, "", result_paths);
+    const std::vector<std::string> result_paths = traced.output.key_paths();
     size_t o = 0;
     for (size_t t = 0; t < tops.size(); ++t) {
       const ShardingTree& tree = shardings.out->size() == 1 ? shardings.out->front()
