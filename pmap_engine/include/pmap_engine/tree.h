@@ -48,9 +48,9 @@ class Tree {
 
  private:
   void collect(std::vector<Array>& out) const;
-  void collect_paths(const std::string& prefix, const std::string& separator,
+  using KeyJoin = std::function<std::string(const std::string& prefix, const std::string& key)>;
+  void collect_paths(const std::string& prefix, const KeyJoin& join_key,
                      std::vector<std::string>& out) const;
-  void collect_key_paths(const std::string& prefix, std::vector<std::string>& out) const;
   Tree rebuild(const std::vector<Array>& leaves, size_t& next) const;
 
   Kind kind_;

@@ -58,19 +58,19 @@ std::vector<Array> Tree::leaves() const {
   return out;
 }
 
-// Paths join dict keys with `separator` ("dense0.kernel") and show tuple positions as [i].
-void Tree::collect_paths(const std::string& prefix, const std::string& separator,
+// Tuple positions are [i] in both path styles; `join_key` appends a dict key to the prefix.
+void Tree::collect_paths(const std::string& prefix, const KeyJoin& join_key,
                          std::vector<std::string>& out) const {
   switch (kind_) {
     case Kind::kLeaf: out.push_back(prefix); break;
     case Kind::kTuple:
       for (size_t i = 0; i < children_.size(); ++i) {
-        children_[i].collect_paths(prefix + "[" + std::to_string(i) + "]", separator, out);
+        children_[i].collect_paths(prefix + "[" + std::to_string(i) + "]", join_key, out);
       }
       break;
     case Kind::kDict:
       for (const auto& [key, child] : entries_) {
-        child.collect_paths(prefix.empty() ? key : prefix + separator + key, separator, out);
+        child.collect_paths(join_key(prefix, key), join_key, out);
       }
       break;
     case Kind::kNone: break;
@@ -79,28 +79,21 @@ void Tree::collect_paths(const std::string& prefix, const std::string& separator
 
 std::vector<std::string> Tree::leaf_paths(const std::string& separator) const {
   std::vector<std::string> out;
-  collect_paths("", separator, out);
+  collect_paths(
+      "",
+      [&separator](const std::string& prefix, const std::string& key) {
+        return prefix.empty() ? key : prefix + separator + key;
+      },
+      out);
   return out;
-}
-
-void Tree::collect_key_paths(const std::string& prefix, std::vector<std::string>& out) const {
-  switch (kind_) {
-    case Kind::kLeaf: out.push_back(prefix); break;
-    case Kind::kTuple:
-      for (size_t i = 0; i < children_.size(); ++i) {
-        children_[i].collect_key_paths(prefix + "[" + std::to_string(i) + "]", out);
-      }
-      break;
-    case Kind::kDict:
-      for (const auto& [key, child] : entries_) child.collect_key_paths(prefix + "['" + key + "']", out);
-      break;
-    case Kind::kNone: break;
-  }
 }
 
 std::vector<std::string> Tree::key_paths() const {
   std::vector<std::string> out;
-  collect_key_paths("", out);
+  collect_paths(
+      "",
+      [](const std::string& prefix, const std::string& key) { return prefix + "['" + key + "']"; },
+      out);
   return out;
 }
 
