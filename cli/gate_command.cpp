@@ -224,13 +224,15 @@ void register_gate_command(CLI::App& app, int& exit_status) {
   auto arguments = std::make_shared<GateArguments>();
   CLI::App* command = app.add_subcommand(
       "gate",
-      "Regression gate: judge a candidate run against a stored golden run of the same case "
-      "(compare's checks, plus throughput and memory thresholds that fail), with tolerances "
-      "calibrated from reruns when the baseline holds them for this platform; throughput judged by "
-      "the confidence interval of the ratio of step-time 10th percentiles. Exit 0 pass, 1 fail, 2 bad "
-      "input, 3 a run is incomplete, 5 inconclusive (the throughput interval straddles the "
-      "threshold, or lies below it from fewer than 3 pairs of runs: rerun with more "
-      "repetitions, --speed-reruns N)");
+      fmt::format(
+          "Regression gate: judge a candidate run against a stored golden run of the same case "
+          "(compare's checks, plus throughput and memory thresholds that fail), with tolerances "
+          "calibrated from reruns when the baseline holds them for this platform; throughput "
+          "judged by the confidence interval of the ratio of the step times' {:g}% quantiles. "
+          "Exit 0 pass, 1 fail, 2 bad input, 3 a run is incomplete, 5 inconclusive (the "
+          "throughput interval straddles the threshold, or lies below it from fewer than {} "
+          "pairs of runs: rerun with more repetitions, --speed-reruns N)",
+          compare::kStepTimeQuantile * 100, compare::kMinPairsToFail));
   command->add_option("--baseline", arguments->baseline, "the golden run directory")->required();
   auto* candidate =
       command->add_option("--candidate", arguments->candidate, "the run directory to judge");

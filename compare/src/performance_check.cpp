@@ -76,10 +76,11 @@ Check judge_by_interval(Check check, const std::string& comparison, const SpeedI
   }
   // The verdict within the terminal summary's line: ratio, interval, judgement first.
   check.summary = fmt::format(
-      "A/B throughput {}x, {}% interval [{}, {}]: {}; the ratio of step-time 10th percentiles over "
-      "{} pair(s) of runs ({} and {} steady steps).",
+      "A/B throughput {}x, {}% interval [{}, {}]: {}; the ratio of the step times' {}% "
+      "quantiles over {} pair(s) of runs ({} and {} steady steps).",
       format_number(speed.throughput_ratio), format_number(speed.confidence * 100),
-      format_number(speed.low), format_number(speed.high), judgement, speed.pairs,
+      format_number(speed.low), format_number(speed.high), judgement,
+      format_number(kStepTimeQuantile * 100), speed.pairs,
       speed.candidate_steps, speed.baseline_steps);
   check.details.push_back(fmt::format("the given runs: {}", comparison));
   if (speed.pairs == 1) {

@@ -183,8 +183,9 @@ struct SeedDistribution {
 };
 
 // The gate's throughput verdict on a noisy machine (compare/speed_verdict.h): the ratio of the
-// step times' 10th percentiles, baseline over candidate (the candidate's samples/s over the baseline's when
-// both train the same batch), with its bootstrap confidence interval over interleaved runs.
+// step times' 10th percentiles, baseline over candidate (the candidate's samples/s over the
+// baseline's when both train the same batch), with its bootstrap confidence interval over
+// interleaved runs.
 struct SpeedInterval {
   double throughput_ratio = 1;  // baseline's step-time q10 / candidate's step-time q10
   double low = 1, high = 1;     // the interval of throughput_ratio
