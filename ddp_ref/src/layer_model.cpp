@@ -133,9 +133,13 @@ torch::Tensor LayerModelImpl::image(const torch::Tensor& rows) const {
 
 torch::Tensor LayerModelImpl::forward(torch::Tensor rows) {
   torch::Tensor x = image(rows);
-  // NHWC -> NCHW, contiguous as a DataLoader's NCHW batch is: a permuted view would read as
-  // channels-last to torch (suggest_memory_format) and switch the convolutions to that format.
-  if (x.dim() == 4) x = x.permute({0, 3, 1, 2}).contiguous();
+  // NHWC -> NCHW with NCHW's own strides, as a DataLoader's batch has them. A permuted view reads
+  // as channels-last to torch (suggest_memory_format), which switches the convolutions and
+  // BatchNorm to other kernels, and DDP's gradient buckets to mismatched strides. contiguous()
+  // is not enough: with one channel the permuted view already counts as contiguous (size-1
+  // dimensions have no stride to check) and is returned as it is, channels-last strides and
+  // all. A copy with the default format's strides is what the DataLoader would give.
+  if (x.dim() == 4) x = x.permute({0, 3, 1, 2}).clone(torch::MemoryFormat::Contiguous);
   return run_layers(layers_, x);
 }
 
