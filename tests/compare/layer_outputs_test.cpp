@@ -97,9 +97,10 @@ TEST(LayerOutputs, VitFmnistProducersRecordTheSameOutputsAndAgreeOnThem) {
 // (flax/linen/normalization.py, _compute_stats with use_fast_variance; linen.h), torch's CPU
 // kernel in two, the mean first and then the sum of (x - mean)^2, accumulated in double
 // (aten/src/ATen/native/cpu/batch_norm_kernel.cpp, batch_norm_cpu_collect_stats_contiguous_impl).
-// Both then normalise with the same mean, so with the stem conv's output equal bit for bit each
-// channel of the engine's output is ddp_ref's times sqrt((var_torch + eps) / (var_flax + eps)):
-// measured on replica 0's 32 samples, channels scaled by up to 2e-5 (max |A - B| 2e-4), each a
+// The stem conv's outputs, each a 9-term dot product, agree within that product's rounding
+// (bit for bit with OpenBLAS's SkylakeX kernel and oneDNN's AVX-512 one; 4.8e-7 apart on an AVX2
+// CPU). Both then normalise with nearly the same mean, so each channel of the engine's output is
+// ddp_ref's times sqrt((var_torch + eps) / (var_flax + eps)): measured on replica 0's 32 samples, channels scaled by up to 2e-5 (max |A - B| 2e-4), each a
 // multiple within 1e-7. The oracle the case asks for judges it float noise, as it judges the
 // gradients that follow: the check warns, the run is equivalent.
 TEST(LayerOutputs, CnnFmnistProducersRecordTheSameOutputsAndPartAtTheFirstBatchNormsVariance) {
@@ -109,7 +110,13 @@ TEST(LayerOutputs, CnnFmnistProducersRecordTheSameOutputsAndPartAtTheFirstBatchN
   EXPECT_EQ(check.status, CheckStatus::kWarn) << check.summary;
   EXPECT_EQ(figure(check, "layers_compared"), 35);
   EXPECT_THAT(check.summary, HasSubstr("First diverging layer: 01_batch_norm (inputs agree;"));
-  EXPECT_EQ(figure(check, "input_max_abs_error"), 0);
+  // Two f32 evaluations of a 9-term dot product differ by at most 2 gamma_9 sum|x_k w_k|
+  // (Higham §3.1, gamma_n = n u / (1 - n u), u = 2^-24), pixels in [0, 1], and flax's
+  // lecun_normal kernel truncated at 2 standard deviations of sqrt(1 / 9) / .8796
+  // (common/src/flax_init.cpp): |w| < 0.758, so sum|x_k w_k| < 9 x 0.758.
+  const double u = std::ldexp(1.0, -24);
+  const double gamma_9 = 9 * u / (1 - 9 * u);
+  EXPECT_LE(figure(check, "input_max_abs_error"), 2 * gamma_9 * 9 * 0.758);
   const double scaled = std::max(std::abs(figure(check, "row_ratio_min") - 1),
                                  std::abs(figure(check, "row_ratio_max") - 1));
   EXPECT_LT(figure(check, "row_ratio_max_residual"), 1e-6);

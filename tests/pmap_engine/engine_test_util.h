@@ -118,6 +118,50 @@ inline void expect_same_bits(const Tree& actual, const Tree& expected) {
   }
 }
 
+// Two f32 evaluations of a sum of n terms, each by n - 1 additions in any order (a partial sum
+// per device, then the all-reduce's), lie within gamma_n * sum|terms| of the exact sum,
+// gamma_n = n u / (1 - n u) with u = 2^-24 (Higham, Accuracy and Stability of Numerical
+// Algorithms, 2nd ed., §3.1 for a dot product, §4.2 for a sum): they differ by at most twice
+// that. `magnitudes[i]` is element i's sum|terms|.
+inline void expect_within_summation_bound(const Array& actual, const Array& expected,
+                                          const std::vector<double>& magnitudes, int64_t n) {
+  ASSERT_EQ(actual.shape(), expected.shape());
+  const double u = std::ldexp(1.0, -24);
+  const double gamma = static_cast<double>(n) * u / (1 - static_cast<double>(n) * u);
+  const std::vector<double> a = actual.to_doubles();
+  const std::vector<double> b = expected.to_doubles();
+  ASSERT_EQ(a.size(), magnitudes.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i], b[i], 2 * gamma * magnitudes[i]) << "element " << i;
+  }
+}
+
+// Per column of a [rows, cols] array: the sum of the magnitudes of its entries.
+inline std::vector<double> column_magnitudes(const Array& x) {
+  const int64_t rows = x.shape()[0], cols = x.shape()[1];
+  const std::vector<double> v = x.to_doubles();
+  std::vector<double> out(static_cast<size_t>(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(c)] += std::abs(v[r * cols + c]);
+  }
+  return out;
+}
+
+// Per element of x [m, k] @ w [k, n]: sum over k of |x_ik w_kj|.
+inline std::vector<double> product_magnitudes(const Array& x, const Array& w) {
+  const int64_t m = x.shape()[0], k = x.shape()[1], n = w.shape()[1];
+  const std::vector<double> a = x.to_doubles(), b = w.to_doubles();
+  std::vector<double> out(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t l = 0; l < k; ++l) {
+        out[static_cast<size_t>(i * n + j)] += std::abs(a[i * k + l] * b[l * n + j]);
+      }
+    }
+  }
+  return out;
+}
+
 // The message of the EngineError fn raises, or "(no error)".
 template <typename Fn>
 std::string error_of(Fn&& fn) {
