@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gradient_signal.h"
 #include "output_relations.h"
 #include "parity/common/layer_intermediates.h"
 #include "parity/common/run_dir.h"
@@ -131,9 +132,12 @@ struct Findings {
 Check check_case(const RunPair& runs, const CompareOptions& options);
 Check check_loss_curve(const RunPair& runs, const Tolerance& tolerance, StepSeries& series,
                        Findings& findings);
-// The gradients and parameters checks, from the recorded tensors.
-Check check_gradients(const TensorScan& scan, const Tolerance& tolerance, Findings& findings);
-Check check_parameters(const TensorScan& scan, const Tolerance& tolerance, Findings& findings);
+// The gradients and parameters checks, from the recorded tensors; the tensors of parameters
+// without gradient signal are listed and not judged.
+Check check_gradients(const TensorScan& scan, const Tolerance& tolerance,
+                      const GradientSignal& signal, Findings& findings);
+Check check_parameters(const TensorScan& scan, const Tolerance& tolerance,
+                       const GradientSignal& signal, Findings& findings);
 // The model state check (BatchNorm's running statistics), like parameters; nullopt when neither
 // run recorded model state (a model without BatchNorm).
 std::optional<Check> check_model_state(const TensorScan& scan, const Tolerance& tolerance,
@@ -160,14 +164,17 @@ inline constexpr double kTensorOracleHorizon = 0.5;
 
 struct TensorOracleJudgement {
   size_t judged = 0;
+  size_t without_signal = 0;  // tensors of A left out: parameters without gradient signal
   size_t groups = 0;
   std::vector<std::string> beyond;
   // Group-steps past the predictability horizon (tensor_oracle.cpp): not judged.
   std::vector<std::string> past_horizon;
 };
+// The tensors of parameters without gradient signal are not judged.
 TensorOracleJudgement judge_tensors_against_oracle(const RunDir& a, const RunDir& b,
                                                    const RunDir& oracle,
-                                                   const Tolerance& tolerance, double factor);
+                                                   const Tolerance& tolerance, double factor,
+                                                   const GradientSignal& signal);
 
 // `tensors`: the judgement of the recorded tensors, when the oracle recorded some.
 Check check_oracle(const RunPair& runs, const CompareOptions& options,

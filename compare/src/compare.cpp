@@ -225,9 +225,11 @@ Judgement judge(const RunPair& runs, const CompareOptions& options) {
 
   findings.replicas = a.info.replicas;
   std::optional<TensorOracleJudgement> oracle_tensors;
+  GradientSignal signal;
   if (options.oracle != nullptr && !options.oracle->tensor_steps.empty()) {
+    signal = find_gradient_signal(*options.oracle);
     oracle_tensors = judge_tensors_against_oracle(a, b, *options.oracle, result.tensor_tolerance,
-                                                  options.oracle_factor);
+                                                  options.oracle_factor, signal);
     findings.oracle_vouches_for_tensors =
         oracle_tensors->judged > 0 && oracle_tensors->beyond.empty();
   }
@@ -235,8 +237,8 @@ Judgement judge(const RunPair& runs, const CompareOptions& options) {
   result.checks = {
       check_case(runs, options),
       check_loss_curve(runs, result.loss_tolerance, result.series, findings),
-      check_gradients(scan, result.tensor_tolerance, findings),
-      check_parameters(scan, result.tensor_tolerance, findings),
+      check_gradients(scan, result.tensor_tolerance, signal, findings),
+      check_parameters(scan, result.tensor_tolerance, signal, findings),
       check_replicas(scan, findings),
       check_data(runs, findings),
       check_rng(runs, findings),

@@ -120,6 +120,13 @@ Check check_oracle(const RunPair& runs, const CompareOptions& options,
         "the oracle than {} x B's worst.",
         tensors->judged, tensors->beyond.size(), tensors->groups,
         format_number(options.oracle_factor));
+    if (tensors->without_signal > 0) {
+      check.figures.push_back(
+          {"tensors_without_gradient_signal", static_cast<double>(tensors->without_signal), ""});
+      check.summary += fmt::format(
+          " {} tensors of parameters without gradient signal (see Gradients) are left out.",
+          tensors->without_signal);
+    }
     check.details = tensors->beyond;
     if (!tensors->past_horizon.empty()) {
       check.figures.push_back(

@@ -33,8 +33,13 @@ double badness(const TensorComparison& comparison) {
   return std::isnan(rel_l2) ? std::numeric_limits<double>::infinity() : rel_l2;
 }
 
+// Whether a comparison counts against the check: out of tolerance, with gradient signal.
+bool fails(const TensorComparison& comparison) {
+  return !comparison.delta.within_tolerance && comparison.delta.gradient_signal;
+}
+
 bool worse(const TensorComparison& x, const TensorComparison& y) {
-  if (x.delta.within_tolerance != y.delta.within_tolerance) return !x.delta.within_tolerance;
+  if (fails(x) != fails(y)) return fails(x);
   return badness(x) > badness(y);
 }
 
@@ -58,9 +63,19 @@ std::string recorded_steps(const TensorScan& scan) {
                      list(scan.steps_b));
 }
 
+// The group's comparisons, each marked with whether its parameter has gradient signal.
+std::vector<TensorComparison> marked(const TensorGroup& group, const GradientSignal* signal) {
+  std::vector<TensorComparison> comparisons = group.compared;
+  if (signal == nullptr) return comparisons;
+  for (TensorComparison& comparison : comparisons) {
+    comparison.delta.gradient_signal = !signal->lacks_signal(comparison.delta.name);
+  }
+  return comparisons;
+}
+
 Check check_tensor_group(const char* id, const char* title, const char* kind,
                          const TensorGroup& group, const TensorScan& scan,
-                         const Tolerance& tolerance) {
+                         const Tolerance& tolerance, const GradientSignal* signal) {
   Check check;
   check.id = id;
   check.title = title;
@@ -71,23 +86,28 @@ Check check_tensor_group(const char* id, const char* title, const char* kind,
     return check;
   }
 
-  std::vector<TensorComparison> sorted = group.compared;
+  std::vector<TensorComparison> sorted = marked(group, signal);
   std::stable_sort(sorted.begin(), sorted.end(), worse);
   double max_abs = 0;
   double max_rel_l2 = 0;
   double min_cosine = 1;
   size_t num_failing = 0;
+  size_t num_without_signal = 0;
   std::optional<int64_t> first_failing;
   auto note_failing_step = [&first_failing](int64_t step) {
     first_failing = first_failing ? std::min(*first_failing, step) : step;
   };
   for (const TensorComparison& comparison : sorted) {
     const TensorDelta& delta = comparison.delta;
+    if (!delta.gradient_signal) {
+      ++num_without_signal;
+      continue;
+    }
     // NaN figures propagate (std::max would drop them) so a NaN tensor is not hidden.
     max_abs = std::isnan(delta.max_abs) ? delta.max_abs : std::max(max_abs, delta.max_abs);
     max_rel_l2 = std::isnan(delta.rel_l2) ? delta.rel_l2 : std::max(max_rel_l2, delta.rel_l2);
     min_cosine = std::min(min_cosine, delta.cosine);
-    if (delta.within_tolerance) continue;
+    if (!fails(comparison)) continue;
     ++num_failing;
     note_failing_step(delta.step);
     if (check.details.size() < kDetailedTensors)
@@ -98,6 +118,7 @@ Check check_tensor_group(const char* id, const char* title, const char* kind,
     check.details.push_back(
         fmt::format("step {} {}: not compared, {}", mismatch.step, mismatch.name, mismatch.why));
   }
+  if (num_without_signal > 0) check.details.push_back(signal->describe());
   for (const TensorComparison& comparison : sorted) check.tensors.push_back(comparison.delta);
 
   check.figures = {
@@ -107,6 +128,10 @@ Check check_tensor_group(const char* id, const char* title, const char* kind,
       {"max_rel_l2", max_rel_l2, ""},
       {"min_cosine", min_cosine, ""},
   };
+  if (num_without_signal > 0) {
+    check.figures.push_back(
+        {"tensors_without_gradient_signal", static_cast<double>(num_without_signal), ""});
+  }
   const std::string steps = format_steps(scan.common_steps);
   if (first_failing) {
     check.status = CheckStatus::kFail;
@@ -120,26 +145,35 @@ Check check_tensor_group(const char* id, const char* title, const char* kind,
     check.summary = fmt::format(
         "{} of {} {} tensors outside tolerance at steps {}, first at step "
         "{}{}.",
-        num_failing + group.mismatched.size(), sorted.size() + group.mismatched.size(), kind, steps,
-        *first_failing, worst);
+        num_failing + group.mismatched.size(),
+        sorted.size() - num_without_signal + group.mismatched.size(), kind, steps, *first_failing,
+        worst);
   } else {
     check.status = CheckStatus::kPass;
     check.summary = fmt::format(
         "All {} {} tensors within tolerance at steps {}; worst rel L2 {}, "
         "max |A - B| {}.",
-        sorted.size(), kind, steps, format_number(max_rel_l2), format_number(max_abs));
+        sorted.size() - num_without_signal, kind, steps, format_number(max_rel_l2),
+        format_number(max_abs));
+  }
+  if (num_without_signal > 0) {
+    check.summary += fmt::format(" {} tensors of parameters without gradient signal not judged.",
+                                 num_without_signal);
   }
   return check;
 }
 
 // Whether every tensor of the group compared at the first step both recorded is in tolerance;
 // nullopt when none was compared there.
-std::optional<bool> first_step_matches(const TensorScan& scan, const TensorGroup& group) {
+std::optional<bool> first_step_matches(const TensorScan& scan, const TensorGroup& group,
+                                       const GradientSignal& signal) {
   if (scan.common_steps.empty()) return std::nullopt;
   const int64_t first_step = scan.common_steps.front();
   bool any = false;
   for (const TensorComparison& comparison : group.compared) {
-    if (comparison.delta.step != first_step) continue;
+    if (comparison.delta.step != first_step || signal.lacks_signal(comparison.delta.name)) {
+      continue;
+    }
     if (!comparison.delta.within_tolerance) return false;
     any = true;
   }
@@ -155,11 +189,12 @@ void note_tensor_mismatch(const Check& check, Findings& findings) {
 
 }  // namespace
 
-Check check_gradients(const TensorScan& scan, const Tolerance& tolerance, Findings& findings) {
-  Check check =
-      check_tensor_group("gradients", "Gradients", "gradient", scan.grads, scan, tolerance);
+Check check_gradients(const TensorScan& scan, const Tolerance& tolerance,
+                      const GradientSignal& signal, Findings& findings) {
+  Check check = check_tensor_group("gradients", "Gradients", "gradient", scan.grads, scan,
+                                   tolerance, &signal);
   note_tensor_mismatch(check, findings);
-  findings.first_grads_match = first_step_matches(scan, scan.grads);
+  findings.first_grads_match = first_step_matches(scan, scan.grads, signal);
   if (scan.common_steps.empty()) return check;
 
   const int64_t first_step = scan.common_steps.front();
@@ -178,19 +213,22 @@ Check check_gradients(const TensorScan& scan, const Tolerance& tolerance, Findin
   return check;
 }
 
-Check check_parameters(const TensorScan& scan, const Tolerance& tolerance, Findings& findings) {
-  Check check =
-      check_tensor_group("parameters", "Parameters", "parameter", scan.params, scan, tolerance);
+Check check_parameters(const TensorScan& scan, const Tolerance& tolerance,
+                       const GradientSignal& signal, Findings& findings) {
+  Check check = check_tensor_group("parameters", "Parameters", "parameter", scan.params, scan,
+                                   tolerance, &signal);
   note_tensor_mismatch(check, findings);
-  findings.first_params_match = first_step_matches(scan, scan.params);
+  findings.first_params_match = first_step_matches(scan, scan.params, signal);
   return check;
 }
 
 std::optional<Check> check_model_state(const TensorScan& scan, const Tolerance& tolerance,
                                        Findings& findings) {
   if (scan.batch_stats.compared.empty() && scan.batch_stats.mismatched.empty()) return std::nullopt;
+  // BatchNorm's statistics are no parameters: every one of them is judged.
   Check check = check_tensor_group("model_state", "Model state (BatchNorm statistics)",
-                                   "BatchNorm statistic", scan.batch_stats, scan, tolerance);
+                                   "BatchNorm statistic", scan.batch_stats, scan, tolerance,
+                                   nullptr);
   note_tensor_mismatch(check, findings);
   return check;
 }

@@ -20,6 +20,9 @@
 // kTensorOracleHorizon or more from the oracle (among the tensors f32 can resolve, below) is
 // past that horizon: its tensors carry no evidence either way, so it is reported and left to
 // the loss, which the oracle check judges at every step.
+//
+// The gradients and parameters of a parameter without gradient signal (gradient_signal.h) are
+// left out of both sides: zero in exact arithmetic, they follow each run's rounding noise.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -46,19 +49,27 @@ void note(Worst& worst, double rel_l2, const std::string& name) {
 
 using GroupStep = std::pair<std::string, int64_t>;  // "grads", step
 
-
+// Whether a group's tensor is left out: a parameter's gradient or value without signal.
+bool left_out(const std::string& group, const std::string& name, const GradientSignal& signal) {
+  return group != "batch_stats" && signal.lacks_signal(name);
+}
 
 // Each group's worst distance from the oracle at each step; `exact_within_tolerance` counts the
 // tensors within the tensor tolerance as distance 0.
 std::map<GroupStep, Worst> worst_distances(const TensorScan& scan, bool exact_within_tolerance,
-                                           size_t* judged) {
+                                           const GradientSignal& signal,
+                                           TensorOracleJudgement* judgement) {
   std::map<GroupStep, Worst> worst;
   for (const auto& [group, tensors] : {std::pair{"grads", &scan.grads},
                                        std::pair{"params", &scan.params},
                                        std::pair{"batch_stats", &scan.batch_stats}}) {
     for (const TensorComparison& comparison : tensors->compared) {
       const TensorDelta& delta = comparison.delta;
-      if (judged != nullptr) ++*judged;
+      if (left_out(group, delta.name, signal)) {
+        if (judgement != nullptr) ++judgement->without_signal;
+        continue;
+      }
+      if (judgement != nullptr) ++judgement->judged;
       Worst& entry = worst[{group, delta.step}];
       if (exact_within_tolerance && delta.within_tolerance) continue;
       note(entry, delta.rel_l2, delta.name);
@@ -72,7 +83,8 @@ std::map<GroupStep, Worst> worst_distances(const TensorScan& scan, bool exact_wi
 // A tensor that is zero in exact arithmetic (a key projection's bias and its gradient, which
 // softmax cancels) has an oracle of rounding noise, and any f32 run is then 1e8 from it in
 // relative terms, at every step, chaos or not; it says nothing about the horizon.
-std::map<GroupStep, Worst> resolved_distances(const TensorScan& scan) {
+std::map<GroupStep, Worst> resolved_distances(const TensorScan& scan,
+                                              const GradientSignal& signal) {
   std::map<GroupStep, Worst> worst;
   for (const auto& [group, tensors] : {std::pair{"grads", &scan.grads},
                                        std::pair{"params", &scan.params},
@@ -85,6 +97,7 @@ std::map<GroupStep, Worst> resolved_distances(const TensorScan& scan) {
     for (const TensorComparison& comparison : tensors->compared) {
       Worst& entry = worst[{group, comparison.delta.step}];
       if (comparison.norm_b < std::ldexp(largest[comparison.delta.step], -24)) continue;
+      if (left_out(group, comparison.delta.name, signal)) continue;
       note(entry, comparison.delta.rel_l2, comparison.delta.name);
     }
   }
@@ -95,13 +108,14 @@ std::map<GroupStep, Worst> resolved_distances(const TensorScan& scan) {
 
 TensorOracleJudgement judge_tensors_against_oracle(const RunDir& a, const RunDir& b,
                                                    const RunDir& oracle,
-                                                   const Tolerance& tolerance, double factor) {
+                                                   const Tolerance& tolerance, double factor,
+                                                   const GradientSignal& signal) {
   TensorOracleJudgement judgement;
   const std::map<GroupStep, Worst> from_a = worst_distances(
-      scan_tensors(a, oracle, tolerance.rtol, tolerance.atol), true, &judgement.judged);
+      scan_tensors(a, oracle, tolerance.rtol, tolerance.atol), true, signal, &judgement);
   const TensorScan scan_b = scan_tensors(b, oracle, tolerance.rtol, tolerance.atol);
-  const std::map<GroupStep, Worst> from_b = worst_distances(scan_b, false, nullptr);
-  const std::map<GroupStep, Worst> b_resolved = resolved_distances(scan_b);
+  const std::map<GroupStep, Worst> from_b = worst_distances(scan_b, false, signal, nullptr);
+  const std::map<GroupStep, Worst> b_resolved = resolved_distances(scan_b, signal);
   for (const auto& [group_step, worst_a] : from_a) {
     const auto found = from_b.find(group_step);
     if (found == from_b.end()) continue;

@@ -21,11 +21,6 @@ constexpr const char* kParamsPrefix = "params/";
 constexpr const char* kBatchStatsPrefix = "batch_stats/";
 constexpr const char* kDigestsName = "replicas/param_digests";
 
-// The file read_step_tensors reads, for messages (README "Run directory").
-std::string tensor_file(const RunDir& run, int64_t step) {
-  return (run.dir / "tensors" / fmt::format("step_{:06d}.safetensors", step)).string();
-}
-
 struct Sums {
   double aa = 0, bb = 0, ab = 0, dd = 0;  // a.a, b.b, a.b, (a-b).(a-b)
 };
@@ -148,6 +143,10 @@ std::optional<NamedTensors> read_if_recorded(const RunDir& run, int64_t step) {
 }
 
 }  // namespace
+
+std::string tensor_file(const RunDir& run, int64_t step) {
+  return (run.dir / "tensors" / fmt::format("step_{:06d}.safetensors", step)).string();
+}
 
 std::vector<double> recorded_values(const HostTensor& tensor, const std::string& name,
                                     const std::string& file) {

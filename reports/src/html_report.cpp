@@ -99,7 +99,7 @@ std::string tensors_html(const Check& check) {
   const size_t shown = std::min(check.tensors.size(), kMaxListedTensors);
   for (size_t i = 0; i < shown; ++i) {
     const compare::TensorDelta& tensor = check.tensors[i];
-    out += tensor.within_tolerance ? "<tr>" : "<tr class=\"out\">";
+    out += tensor.within_tolerance || !tensor.gradient_signal ? "<tr>" : "<tr class=\"out\">";
     const std::vector<std::string> cells = tensor_cells(tensor);
     for (size_t c = 0; c < cells.size(); ++c) {
       out += fmt::format("<td{}>{}</td>", cell_class(c), e(cells[c]));

@@ -104,7 +104,8 @@ Json check_json(const compare::Check& check) {
                        {"rel_l2", number(tensor.rel_l2)},
                        {"cosine", number(tensor.cosine)},
                        {"norm_ratio", number(tensor.norm_ratio)},
-                       {"within_tolerance", tensor.within_tolerance}});
+                       {"within_tolerance", tensor.within_tolerance},
+                       {"gradient_signal", tensor.gradient_signal}});
   }
   return {{"id", text(check.id)},
           {"title", text(check.title)},

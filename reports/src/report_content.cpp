@@ -100,7 +100,7 @@ std::vector<std::string> tensor_cells(const compare::TensorDelta& tensor) {
   return {std::to_string(tensor.step),           tensor.name,
           format_number(tensor.max_abs),         format_number(tensor.rel_l2),
           format_number(tensor.cosine),          format_number(tensor.norm_ratio),
-          tensor.within_tolerance ? "yes" : "no"};
+          tensor.within_tolerance ? "yes" : tensor.gradient_signal ? "no" : "no signal"};
 }
 
 std::string tolerance_text(const compare::Tolerance& tolerance) {

@@ -95,6 +95,9 @@ struct TensorDelta {
   double cosine = 1;
   double norm_ratio = 1;  // ||a|| / ||b||
   bool within_tolerance = true;
+  // False for a parameter whose gradient the oracle finds zero (gradient_signal.h): its
+  // tensors are listed, not judged.
+  bool gradient_signal = true;
 };
 
 struct Check {
