@@ -31,6 +31,14 @@ FUZZ_TARGETS ?=
 # is linked.
 SANITIZE_BUILD_DIR ?= build-sanitize
 SANITIZE_TIMEOUT ?= 1800
+# The machines this project runs on have an Intel CPU with AVX-512 or an AMD one without it, at
+# random, and every test must hold on both: the sanitized tests run on the AVX2 paths whatever
+# the CPU, while `make test` takes the CPU's own. OpenBLAS's Haswell kernels (those an AVX2 CPU
+# picks: its Zen target uses them for sgemm), ATen's AVX2 kernels and oneDNN's AVX2 ones
+# (LibTorch's convolutions), and the engine's x86-64 baseline builds (pmap_engine/src/ops/
+# cpu_isa.h; its AVX2 builds are what `make test` runs on either CPU).
+SANITIZE_CPU_PATHS ?= OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 DNNL_MAX_CPU_ISA=AVX2 \
+                      PE_CPU_ISA=baseline
 
 # ccache (CMakeLists.txt makes it the compiler launcher) rewrites absolute paths under the
 # checkout into relative ones before hashing, so that a clone in another folder (a CI job's
@@ -92,7 +100,8 @@ sanitize-build: deps
 	@scripts/sanitize/run.sh cmake --build $(SANITIZE_BUILD_DIR) -j$(JOBS)
 
 test-sanitize: sanitize-build
-	@scripts/sanitize/ctest.sh $(SANITIZE_BUILD_DIR) $(JOBS) $(SANITIZE_TIMEOUT)
+	@env $(SANITIZE_CPU_PATHS) scripts/sanitize/ctest.sh $(SANITIZE_BUILD_DIR) $(JOBS) \
+	  $(SANITIZE_TIMEOUT)
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -18,6 +18,7 @@
 
 #include "ir/primitive.h"
 #include "ops/broadcasting.h"
+#include "ops/cpu_isa.h"
 #include "ops/kernel_util.h"
 #include "ops/xla_math.h"
 #include "pmap_engine/ops.h"
@@ -237,7 +238,7 @@ T absolute(T x) {
 // static (a C++17 lambda type cannot be default-constructed); the element-wise lambdas capture
 // nothing, so the call inlines and the loops vectorise. Each loop is compiled twice, for the
 // baseline ISA and for AVX2 (twice the lanes; no FMA: each operation still rounds on its own, so
-// both give the same bits), and registration picks one by what the CPU supports.
+// both give the same bits), and registration picks one by what the CPU supports (ops/cpu_isa.h).
 template <typename Fn>
 struct F32Blocks {
   static inline std::optional<Fn> fn;
@@ -304,10 +305,7 @@ struct F32Blocks {
   }
 };
 
-bool cpu_has_avx2() {
-  static const bool supported = __builtin_cpu_supports("avx2");
-  return supported;
-}
+bool cpu_has_avx2() { return ops::cpu_isa().avx2; }
 
 // --- registration helpers -----------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 // Each function has two builds of one loop: one for CPUs with AVX2 and FMA, where GCC turns the
 // std::fma calls into vfmadd instructions and vectorises the loop 8 floats wide, and one for the
 // x86-64 baseline, where std::fma is glibc's correctly rounded fmaf. Both compute the same bits;
-// the first is chosen once per process with __builtin_cpu_supports. A plain `a * b + c` is never
+// the first is chosen once per process where the CPU has both (ops/cpu_isa.h). A plain `a * b + c` is never
 // fused: this file is compiled with floating-point contraction off, so the only fused operations
 // are the std::fma calls, placed where XLA's LLVM backend fuses. It is also compiled without
 // trapping math: that changes no value (no reassociation, no contraction), it only lets GCC
@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <cstring>
 #include <iterator>
+
+#include "ops/cpu_isa.h"
 
 namespace pmap_engine::xla_math {
 namespace {
@@ -129,10 +131,7 @@ XLA_MATH_INLINE float logistic_one(float x) {
   return 1.0f / std::fma(e.mantissa, e.power, 1.0f);
 }
 
-bool has_avx2_fma() {
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return supported;
-}
+bool has_avx2_fma() { return ops::cpu_isa().avx2 && ops::cpu_isa().fma; }
 
 #undef XLA_MATH_INLINE
 
