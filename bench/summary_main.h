@@ -3,7 +3,8 @@
 // what its finish() returns, so a failed cross-check fails the suite. `setup`, when given, runs
 // after the command line is parsed and before any benchmark: it may register benchmarks and
 // add context (benchmark::AddCustomContext). The reporter's targets() (target_summary.h) are
-// printed, and written as JSON to the file --parity_summary_out=FILE names.
+// printed, and written as JSON to the file --parity_summary_out=FILE names, each with the CPU
+// they were measured on (cpu_info.h), which the context names too.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -13,6 +14,7 @@
 #include <iostream>
 #include <string>
 
+#include "cpu_info.h"
 #include "target_summary.h"
 
 namespace parity::bench {
@@ -42,13 +44,17 @@ int run_with_summary(int argc, char** argv, const std::function<void()>& setup =
   argc = kept;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  const CpuInfo cpu = cpu_info();
+  benchmark::AddCustomContext("cpu_model", cpu.model);
+  benchmark::AddCustomContext("cpu_isa", cpu.isa);
   if (setup) setup();
   Reporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   const int status = reporter.finish();
-  reporter.targets().print(std::cout);
-  if (!summary_out.empty()) reporter.targets().write_json(summary_out);
+  const std::string cpu_line = cpu_summary_line();
+  reporter.targets().print(std::cout, cpu_line);
+  if (!summary_out.empty()) reporter.targets().write_json(summary_out, cpu_line);
   return status;
 }
 

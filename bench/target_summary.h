@@ -27,9 +27,10 @@ class TargetSummary {
  public:
   void add(TargetRow row) { rows_.push_back(std::move(row)); }
 
-  void print(std::ostream& out) const {
+  // `cpu`: the CPU the run measured on (cpu_info.h).
+  void print(std::ostream& out, const std::string& cpu) const {
     if (rows_.empty()) return;
-    out << "\ntargets (ratios measured in this run)\n";
+    out << "\ntargets (ratios measured in this run, on " << cpu << ")\n";
     for (const TargetRow& row : rows_) {
       const char* verdict = !row.met ? "" : (*row.met ? "met" : "NOT MET");
       out << fmt::format("  {:<58} {:>8.3g}  target {:<8} {:<7}  {}\n", row.name, row.value,
@@ -37,7 +38,7 @@ class TargetSummary {
     }
   }
 
-  void write_json(const std::string& path) const {
+  void write_json(const std::string& path, const std::string& cpu) const {
     nlohmann::json rows = nlohmann::json::array();
     for (const TargetRow& row : rows_) {
       nlohmann::json entry = {
@@ -46,7 +47,7 @@ class TargetSummary {
       rows.push_back(std::move(entry));
     }
     std::ofstream file(path);
-    file << nlohmann::json{{"targets", rows}}.dump(2) << "\n";
+    file << nlohmann::json{{"cpu", cpu}, {"targets", rows}}.dump(2) << "\n";
     if (!file) std::cerr << "cannot write the target summary to " << path << "\n";
   }
 
