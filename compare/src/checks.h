@@ -161,6 +161,9 @@ Check check_rng(const RunPair& runs, Findings& findings);
 // direction (equal norms: r = 2 sin(theta / 2)), a third of the way to the sqrt(2) of
 // unrelated tensors; errors there are no longer small against the values they perturb.
 inline constexpr double kTensorOracleHorizon = 0.5;
+// The confidence with which the tensor band allows for a small tensor's chance rounding
+// (tensor_oracle.cpp): one group-step in a thousand of two equally accurate runs falls outside.
+inline constexpr double kSamplingConfidence = 0.999;
 
 struct TensorOracleJudgement {
   size_t judged = 0;

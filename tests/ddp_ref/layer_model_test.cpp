@@ -7,8 +7,12 @@
 // fit the model.
 #include "layer_model.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "command.h"
 #include "layer_model_vectors.h"
 #include "model.h"
 #include "parity/common/case_spec.h"
@@ -92,6 +96,25 @@ INSTANTIATE_TEST_SUITE_P(Vectors, LayerModelVsPyTorch,
                          ::testing::Values(&vectors::kCnn, &vectors::kVitClassToken,
                                            &vectors::kVitMeanTokens),
                          [](const auto& vector) { return std::string(vector.param->name); });
+
+// oneDNN 2.6.3's AVX2 1x1 stride-2 convolution (jit_1x1:avx2) writes out of bounds when it reads
+// a channels-last tensor with fewer input channels than its block: kCnn's projection (4 -> 8
+// channels, 1x1, stride 2) crashed it in backward_data, single-threaded, whenever ddp_ref's
+// one-channel batch reached LibTorch as a channels-last view (3 runs of 3 on an Intel CPU with
+// DNNL_MAX_CPU_ISA=AVX2 and on an AMD one; real PyTorch 1.13 crashed the same way on that view;
+// uxlfoundation/oneDNN#6035 is the same kernel's backward_weights failure on nhwc tensors with
+// fewer channels than the block). ddp_ref gives NCHW strides, as a DataLoader does: the vectors
+// test, rerun in a child process on oneDNN's AVX2 kernels with one OpenMP thread, passes on
+// any CPU.
+TEST(LayerModelOnOneDnnAvx2, TheCnnVectorsPassSingleThreadedOnTheAvx2Kernels) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const testing::CommandResult result = testing::run_command(
+      "DNNL_MAX_CPU_ISA=AVX2 OMP_NUM_THREADS=1 " + testing::shell_quote(self) +
+          " --gtest_filter=Vectors/LayerModelVsPyTorch.ForwardAndBackwardMatchPyTorch/Cnn",
+      300);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_THAT(result.output, ::testing::HasSubstr("[  PASSED  ] 1 test."));
+}
 
 // What torchvision's VisionTransformer and LibTorch's modules start from, the values that
 // init.scheme = "torch" writes: cls zeros, pos_embedding normal(0, 0.02) from the default
