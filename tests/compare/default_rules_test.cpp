@@ -136,22 +136,25 @@ TEST(DefaultRules, LayerNormEpsilonsOfTheTwoFrameworksAreM5) {
 }
 
 // flax.linen.BatchNorm's use_fast_variance defaults to True (flax/linen/normalization.py,
-// _compute_stats: E[x^2] - E[x]^2), torch's batch_norm computes E[(x - E[x])^2]. On pixels
-// shifted by 16 the one channel's |mean| is about 16.3 against a std of about 0.35, so the
-// one-pass variance errs by about 2^-24 * 46^2 = 1.3e-4 of itself: the first BatchNorm's output
-// parts from identical inputs. With the engine's two-pass form the pair is equivalent.
+// _compute_stats: E[x^2] - E[x]^2), torch's batch_norm computes E[(x - E[x])^2]. On flat pixels
+// shifted by 4 (case M14's inputs) each pixel's |mean| is 4 to 5 against a std of at most about
+// 0.5, and far more where a pixel is rarely lit, so the one-pass variance errs by at least
+// 2^-24 * 8^2 = 4e-6 of itself and the first BatchNorm's output parts from identical inputs.
+// The negative control (the engine's two-pass form, equivalent) is case M14's swap in
+// tests/cli/migration_defaults_test.cpp: on this smaller batch (8 a replica) the rarely lit
+// pixels part the two two-pass forms too.
 std::string uncentred_batch_norm_case(bool use_fast_variance) {
   return small_case_with(fmt::format(
              "[{{kind=\"batch_norm\", momentum=0.9, epsilon=1e-5, use_fast_variance={}}}, "
-             "{{kind=\"flatten\"}}, {{kind=\"dense\", features=10}}]",
+             "{{kind=\"dense\", features=10}}]",
              use_fast_variance)) +
-         " --set data.feature_offset=16";
+         " --set 'model.input=[784]' --set data.feature_offset=4";
 }
 
-TEST(DefaultRules, OnePassVarianceOnUncentredInputsIsM14AndTwoPassIsEquivalent) {
-  const auto ddp = testing::shared_run("ddp-bn-uncentred", "ddp", "", 0,
+TEST(DefaultRules, OnePassVarianceOnUncentredInputsIsM14) {
+  const auto ddp = testing::shared_run("ddp-bn-offset-4", "ddp", "", 0,
                                        uncentred_batch_norm_case(false));
-  const auto fast = testing::shared_run("pmap-bn-uncentred-fast", "pmap", "", 0,
+  const auto fast = testing::shared_run("pmap-bn-offset-4-fast", "pmap", "", 0,
                                         uncentred_batch_norm_case(true));
   EXPECT_EQ(matching(fast, ddp), Ids{"M14"});
   const ComparisonResult result = compare(fast, ddp);
@@ -160,16 +163,8 @@ TEST(DefaultRules, OnePassVarianceOnUncentredInputsIsM14AndTwoPassIsEquivalent) 
   const Diagnosis& diagnosis = result.diagnoses.front();
   EXPECT_EQ(diagnosis.pitfall, "M14");
   EXPECT_THAT(diagnosis.evidence, HasSubstr("is 00_batch_norm (a batch_norm)"));
-  EXPECT_NEAR(number_after(diagnosis.evidence, "the input's |mean| is "), 46, 15);
+  EXPECT_GE(number_after(diagnosis.evidence, "the input's |mean| is "), 10);
   EXPECT_THAT(diagnosis.fix, HasSubstr("nn.BatchNorm(use_fast_variance=False)"));
-
-  // The negative control: the same inputs, the engine's two-pass variance.
-  const auto two_pass = testing::shared_run("pmap-bn-uncentred-two-pass", "pmap", "", 0,
-                                            uncentred_batch_norm_case(false));
-  const ComparisonResult control = compare(two_pass, ddp);
-  EXPECT_EQ(control.verdict, Verdict::kEquivalent);
-  EXPECT_TRUE(control.diagnoses.empty());
-  EXPECT_EQ(matching(two_pass, ddp), Ids{});
 }
 
 // nn.Dense/nn.Conv's lecun_normal (flax/linen/linear.py default_kernel_init) against
