@@ -138,7 +138,8 @@ class LayerApplier {
     if (kind == "batch_norm") return batch_norm(layer, x, scope, name);
     if (kind == "layer_norm") {
       const pe::Tree& p = scope.params[name];
-      return pe::linen::layer_norm(x, p["scale"], p["bias"], layer.epsilon);
+      return pe::linen::layer_norm(x, p["scale"], p["bias"], layer.epsilon,
+                                   layer.use_fast_variance);
     }
     if (kind == "residual") return residual(layer, x, scope, name, path);
     if (kind == "mlp_block") return mlp_block(layer, x, scope, name, path);
@@ -206,6 +207,7 @@ class LayerApplier {
     options.momentum = layer.momentum;
     options.epsilon = layer.epsilon;
     if (layer.sync) options.axis_name = kSyncAxis;
+    options.use_fast_variance = layer.use_fast_variance;
     const pe::linen::BatchNormOutput out =
         pe::linen::batch_norm_train(x, p["scale"], p["bias"], running, options);
     scope.new_batch_stats.emplace(

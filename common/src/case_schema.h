@@ -103,6 +103,10 @@ inline const Key kDataShuffle{kData, "shuffle"};
 inline const Key kDataDropLast{kData, "drop_last"};
 inline const Key kDataSyntheticNumSamples{kData, "synthetic_num_samples", at_least(1)};
 inline const Key kDataSyntheticSeed{kData, "synthetic_seed"};
+// Added after the cases were hashed: a case with centred-as-read inputs keeps its hash.
+inline const Key kDataFeatureOffset{
+    kData, "feature_offset", {},
+    "a constant added to every input feature (fashion-mnist: pixel / 255 + offset)", false};
 
 inline const Key kParallelReplicas{
     kParallel, "replicas", between(1, kMaxCaseReplicas),
@@ -218,6 +222,7 @@ void for_each_case_key(Spec& spec, Visit&& visit) {
   visit(kDataDropLast, spec.data.drop_last);
   visit(kDataSyntheticNumSamples, spec.data.synthetic_num_samples);
   visit(kDataSyntheticSeed, spec.data.synthetic_seed);
+  visit(kDataFeatureOffset, spec.data.feature_offset);
   visit(kParallelReplicas, spec.parallel.replicas);
   visit(kParallelProcesses, spec.parallel.processes);
   visit(kParallelStyle, spec.parallel.style);

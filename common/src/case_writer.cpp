@@ -71,6 +71,11 @@ std::string layer_key_value(const LayerSpec& layer, const std::string& key, bool
                : toml_value(layer.count_include_pad);
   }
   if (key == "sync") return layer.sync == defaults.sync ? "" : toml_value(layer.sync);
+  if (key == "use_fast_variance") {
+    return layer.use_fast_variance == defaults.use_fast_variance
+               ? ""
+               : toml_value(layer.use_fast_variance);
+  }
   if (key == "approximate") return toml_value(layer.approximate);
   if (key == "rate") return required || layer.rate != defaults.rate ? toml_value(layer.rate) : "";
   if (key == "momentum") return toml_value(layer.momentum);

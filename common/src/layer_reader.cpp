@@ -18,6 +18,10 @@ std::string key_help(const std::string& key) {
   if (key == "approximate") {
     return "true for the tanh form (jax.nn.gelu's default), false for erf (torch's default)";
   }
+  if (key == "use_fast_variance") {
+    return "true for Flax's one-pass variance E[x^2] - E[x]^2 (its default), false for "
+           "E[(x - E[x])^2] (torch's form)";
+  }
   if (key == "strides") return "flax's pools default to 1, torch's to the window, so say which";
   if (key == "padding") return "\"SAME\", \"VALID\" or [[top, bottom], [left, right]]";
   if (key == "patch") return "[height, width] of a patch; both must divide the image's";
@@ -103,6 +107,7 @@ class LayerReader {
     if (name == "count_include_pad") layer.count_include_pad = boolean(value, path);
     if (name == "approximate") layer.approximate = boolean(value, path);
     if (name == "sync") layer.sync = boolean(value, path);
+    if (name == "use_fast_variance") layer.use_fast_variance = boolean(value, path, key_help(name));
     if (name == "rate") layer.rate = number(value, path, 0, 1, "in [0, 1)", true);
     if (name == "momentum") layer.momentum = number(value, path, 0, 1, "in [0, 1]", false);
     if (name == "epsilon") layer.epsilon = number(value, path, 0, 1, "in (0, 1]", false, true);
@@ -151,9 +156,9 @@ class LayerReader {
     return padding;
   }
 
-  bool boolean(const toml::node& value, const std::string& path) {
+  bool boolean(const toml::node& value, const std::string& path, const std::string& help = "") {
     const std::optional<bool> flag = value.value_exact<bool>();
-    if (!flag) fail_at(origin_of_(value, path), path + ": expected true or false");
+    if (!flag) fail_at(origin_of_(value, path), path + ": expected true or false", help);
     return *flag;
   }
 

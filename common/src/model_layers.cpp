@@ -211,7 +211,7 @@ bool LayerSpec::operator==(const LayerSpec& other) const {
          strides == other.strides && padding == other.padding && use_bias == other.use_bias &&
          count_include_pad == other.count_include_pad && approximate == other.approximate &&
          rate == other.rate && momentum == other.momentum && epsilon == other.epsilon &&
-         sync == other.sync && layers == other.layers && projection == other.projection;
+         sync == other.sync && use_fast_variance == other.use_fast_variance && layers == other.layers && projection == other.projection;
 }
 
 const std::vector<LayerKind>& layer_kinds() {
@@ -230,8 +230,9 @@ const std::vector<LayerKind>& layer_kinds() {
       {"gelu", {"approximate"}, {}},
       {"dropout", {"rate"}, {}},
       // Momentum and epsilon are required: flax and torch default and read them differently.
-      {"batch_norm", {"momentum", "epsilon"}, {"sync"}},
-      {"layer_norm", {"epsilon"}, {}},
+      // use_fast_variance is optional: torch has one form, so only the engine reads it.
+      {"batch_norm", {"momentum", "epsilon"}, {"sync", "use_fast_variance"}},
+      {"layer_norm", {"epsilon"}, {"use_fast_variance"}},
       {"residual", {"layers"}, {"projection"}},
       // Transformer kinds, on tokens (tokens, features).
       {"patch_embed", {"patch", "features"}, {"use_bias"}},

@@ -121,11 +121,10 @@ Dataset make_synthetic_linear(int64_t num_samples, int64_t input_dim, int64_t ou
   return make_split(num_samples, input_dim, output_dim, seed, kTrainInputs, kTrainNoise);
 }
 
-Dataset load_case_dataset(const CaseSpec& spec, const std::string& split) {
-  if (split != "train" && split != "test") {
-    throw InputError("dataset split '" + split + "' of case '" + spec.name +
-                     "': expected 'train' or 'test'");
-  }
+namespace {
+
+// The dataset as generated or read, before data.feature_offset.
+Dataset read_case_dataset(const CaseSpec& spec, const std::string& split) {
   if (spec.data.dataset == "fashion-mnist") return load_fashion_mnist(split);
   if (spec.data.dataset == "synthetic-linear") {
     if (spec.model.widths.size() < 2) {
@@ -144,6 +143,21 @@ Dataset load_case_dataset(const CaseSpec& spec, const std::string& split) {
   }
   throw InputError("case '" + spec.name + "': unknown data.dataset '" + spec.data.dataset +
                    "'; expected fashion-mnist or synthetic-linear");
+}
+
+}  // namespace
+
+Dataset load_case_dataset(const CaseSpec& spec, const std::string& split) {
+  if (split != "train" && split != "test") {
+    throw InputError("dataset split '" + split + "' of case '" + spec.name +
+                     "': expected 'train' or 'test'");
+  }
+  Dataset data = read_case_dataset(spec, split);
+  const auto offset = static_cast<float>(spec.data.feature_offset);
+  if (offset != 0) {
+    for (float& feature : data.features) feature += offset;
+  }
+  return data;
 }
 
 }  // namespace parity

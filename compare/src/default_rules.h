@@ -30,6 +30,10 @@
 //                               logits layer's bias gradients apart by the targets' difference
 //   M13 clipping placement      the averaged gradients' norms before clipping agree, the applied
 //                               gradients point apart and one is shorter than the mean
+//   M14 normalisation variance  the first layer output that parts is a batch_norm or
+//                               layer_norm whose input agrees and whose |mean| is large against
+//                               its std, the one-pass variance's float32 error,
+//                               2^-24 (mean/std)^2, explaining how far the outputs part
 #pragma once
 
 #include <optional>
@@ -42,7 +46,7 @@ namespace parity::compare {
 // default_rules.cpp: M1, M6 and M7.
 std::optional<Diagnosis> initialiser_rule(const RunPair& runs, const Findings& findings);
 std::optional<Diagnosis> weight_decay_rule(const RunPair& runs, const Findings& findings);
-// layer_output_rules.cpp: M3, M4 and M5, by the first diverging layer's kind.
+// layer_output_rules.cpp: M3, M4, M5 and M14, by the first diverging layer's kind.
 std::optional<Diagnosis> diverging_layer_rule(const RunPair& runs, const Findings& findings);
 // batch_norm_rules.cpp: M2 and M12.
 std::optional<Diagnosis> batch_norm_momentum_rule(const RunPair& runs, const Findings& findings);

@@ -20,7 +20,7 @@
 //                                                        the learning rate does not
 //   S1   rounding differences grew                      step-0 gradients and update agree,
 //                                                        later steps part
-// The rules of the framework defaults (M1-M7, M9-M13: default_rules.h) run before the S1 rule
+// The rules of the framework defaults (M1-M7, M9-M14: default_rules.h) run before the S1 rule
 // each is an instance of.
 #include <fmt/format.h>
 

@@ -1,6 +1,7 @@
 // The rules of the framework defaults (default_rules.h) that read the first layer output that
 // parts (the Layer outputs check's first_diverging_layer) with its input agreeing: M3, a conv's
-// padding; M4, GELU's form; M5, LayerNorm's epsilon.
+// padding; M4, GELU's form; M5, LayerNorm's epsilon; M14, a normalisation's variance formula
+// (fast_variance_rule.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,8 +9,8 @@
 #include <limits>
 
 #include "default_rules.h"
+#include "diverging_layer.h"
 #include "figures.h"
-#include "parity/common/layer_intermediates.h"
 #include "recorded_steps.h"
 #include "tensor_scan.h"
 
@@ -18,34 +19,6 @@ namespace parity::compare {
 // ---- M4, M5: the first layer whose outputs part --------------------------------------
 
 namespace {
-
-// The diverging layer's outputs in both runs and the one input they agree on (A's), each file
-// read once: a layer outputs file holds every layer's output (40 MB on cnn-fmnist).
-struct LayerValues {
-  std::vector<double> x, a, b;
-  Shape x_shape;
-};
-
-std::optional<LayerValues> layer_values(const RunPair& runs, const DivergingLayer& layer) {
-  if (layer.inputs.size() != 1) return std::nullopt;
-  const auto values_of = [&layer](const NamedTensors& tensors, const RunDir& run,
-                                  const std::string& name) -> std::vector<double> {
-    const std::string key = name == kIntermediatesInput ? name : kIntermediatesGroup + name;
-    const auto found = tensors.find(key);
-    if (found == tensors.end()) return {};
-    return recorded_values(found->second, key, intermediates_path(run.dir, layer.step).string());
-  };
-  const NamedTensors a = read_step_intermediates(runs.a.dir, layer.step);
-  const NamedTensors b = read_step_intermediates(runs.b.dir, layer.step);
-  LayerValues values{values_of(a, runs.a, layer.inputs.front()), values_of(a, runs.a, layer.path),
-                     values_of(b, runs.b, layer.path), {}};
-  if (values.x.empty() || values.a.empty() || values.a.size() != values.b.size()) {
-    return std::nullopt;
-  }
-  const std::string& input = layer.inputs.front();
-  values.x_shape = a.at(input == kIntermediatesInput ? input : kIntermediatesGroup + input).shape;
-  return values;
-}
 
 // jax.nn.gelu(approximate=True), Flax's nn.gelu default (jax/_src/nn/functions.py, gelu:
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))), and the exact form, PyTorch's nn.GELU()
@@ -85,13 +58,6 @@ std::optional<GeluForm> gelu_form_of(const std::vector<double>& x, const std::ve
   }
   if (erf_deviation < kWithin * forms_apart) return GeluForm{false, erf_deviation};
   return std::nullopt;
-}
-
-std::string layer_text(const DivergingLayer& layer) {
-  return fmt::format("the first layer output that parts at step {} is {} (a {}), and what it "
-                     "read agrees ({}, max |A - B| {})",
-                     layer.step, layer.path, layer.kind, fmt::join(layer.inputs, ", "),
-                     format_number(layer.input_max_abs));
 }
 
 std::optional<Diagnosis> gelu_diagnosis(const RunPair& runs, const DivergingLayer& layer) {
@@ -259,6 +225,9 @@ std::optional<Diagnosis> diverging_layer_rule(const RunPair& runs, const Finding
   const DivergingLayer& layer = *findings.first_diverging_layer;
   if (!layer.inputs_agree || !layer.not_compared.empty()) return std::nullopt;
   if (layer.kind == "gelu") return gelu_diagnosis(runs, layer);
+  // The variance formula first: its error, too, makes each row of a LayerNorm's output a
+  // multiple of the other run's, which the epsilon rule would read as an epsilon.
+  if (std::optional<Diagnosis> variance = fast_variance_diagnosis(runs, layer)) return variance;
   if (layer.kind == "layer_norm") return epsilon_diagnosis(runs, layer);
   if (layer.kind == "conv") return padding_diagnosis(runs, layer);
   return std::nullopt;

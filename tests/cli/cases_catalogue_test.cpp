@@ -30,7 +30,7 @@ const std::string kParity = PARITY_EXECUTABLE;
 // (torch's seed on every rank) and R2 (a key reused across steps), and the documents' claims no
 // pitfall covers: C1 (communication volume), C2 (a 7B model's memory), C3 (ResNet step times,
 // the CPU analogue), C4 (pmap over fewer devices), C5 (debugging inside jit); and the migration
-// defaults of ../shared/docs/migration-defaults.md, M1-M13
+// defaults of ../shared/docs/migration-defaults.md, M1-M14
 // (tests/cli/migration_defaults_test.cpp swaps each default).
 const std::vector<std::string> kItems = {
     "S1",  "S2", "S3", "S4", "S5", "S5b", "S6", "S7", "S8",  "S9",  "S10", "S11", "P1",  "P2",
@@ -38,7 +38,8 @@ const std::vector<std::string> kItems = {
     "P14", "R1",
     "R2",
     "C1",  "C2", "C3", "C4", "C5",
-    "M1",  "M2", "M3", "M4", "M5", "M6", "M7", "M8", "M9", "M10", "M11", "M12", "M13"};
+    "M1",  "M2", "M3", "M4", "M5", "M6", "M7", "M8", "M9", "M10", "M11", "M12", "M13",
+    "M14"};
 
 TEST(CasesCatalogue, EveryItemOfThePitfallsListHasExactlyOneCase) {
   std::map<std::string, int> cases_per_item;

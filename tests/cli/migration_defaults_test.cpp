@@ -78,6 +78,9 @@ const MigrationDefault kDefaults[] = {
     {"M12", "m12-batchnorm-sync", "model.layers[1].sync=false", true, {"M12"}},
     // torch/nn/utils/clip_grad.py clip_grad_norm_ on the all-reduced .grad: after the mean.
     {"M13", "m13-clip-before-mean", "train.clip_placement=after_mean", true, {"M13"}},
+    // torch's batch_norm: the two-pass variance E[(x - E[x])^2] (use_fast_variance=False), the
+    // negative control of the rule: the same un-centred inputs, no M14 and no difference.
+    {"M14", "m14-fast-variance", "model.layers[0].use_fast_variance=false", true, {"M14"}},
 };
 
 // `parity cases run ID` (the quick variant) with its folders under `out`.

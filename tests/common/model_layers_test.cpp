@@ -147,6 +147,25 @@ TEST(ModelLayers, TheCanonicalTextReadsBackToTheSameCaseAndHash) {
               HasSubstr("{ kind = \"batch_norm\", momentum = 0.9, epsilon = 1e-05 }"));
 }
 
+// use_fast_variance is optional, true (Flax's default) unless a case says false, and written
+// only when false, so the cases that do not set it keep their hash.
+TEST(ModelLayers, UseFastVarianceIsReadDefaultsToFlaxsAndIsWrittenOnlyWhenFalse) {
+  LayersCase dir;
+  const CaseSpec spec = load_case(dir.write());
+  EXPECT_TRUE(spec.model.layers[1].use_fast_variance);
+  EXPECT_THAT(spec.to_toml(), ::testing::Not(HasSubstr("use_fast_variance")));
+  EXPECT_EQ(load_case(dir.write(), {"model.layers[1].use_fast_variance=true"}).hash(), spec.hash());
+
+  const CaseSpec two_pass = load_case(dir.write(), {"model.layers[1].use_fast_variance=false"});
+  EXPECT_FALSE(two_pass.model.layers[1].use_fast_variance);
+  EXPECT_NE(two_pass.hash(), spec.hash());
+  EXPECT_THAT(two_pass.to_toml(), HasSubstr("{ kind = \"batch_norm\", momentum = 0.9, epsilon = "
+                                            "1e-05, use_fast_variance = false }"));
+  const CaseSpec again = load_case(dir.write(two_pass.to_toml()));
+  EXPECT_TRUE(again.model.layers == two_pass.model.layers);
+  EXPECT_EQ(again.hash(), two_pass.hash());
+}
+
 TEST(ModelLayers, TheViTCaseReadsBackFromItsCanonicalText) {
   testing::TempDir dir;
   const CaseSpec spec = load_case("vit-fmnist");
@@ -252,6 +271,16 @@ INSTANTIATE_TEST_SUITE_P(
                   R"(  { kind = "attention", heads = 1 },)" + kHead,
                   {"it takes a sequence of tokens (tokens, features), found [28, 28, 1]",
                    "put a patch_embed layer before it"}},
+        BadLayers{"FastVarianceNotABoolean",
+                  "[784]",
+                  R"(  { kind = "layer_norm", epsilon = 1e-6, use_fast_variance = "no" },)" +
+                      kHead,
+                  {"model.layers[0].use_fast_variance: expected true or false", "resnet.toml:7:",
+                   "false for E[(x - E[x])^2] (torch's form)"}},
+        BadLayers{"FastVarianceOnADenseLayer",
+                  "[784]",
+                  R"(  { kind = "dense", features = 10, use_fast_variance = false })",
+                  {"model.layers[0]: a dense layer has no key 'use_fast_variance'"}},
         BadLayers{"DropoutRateOfOne",
                   "[784]",
                   R"(  { kind = "dropout", rate = 1.0 },)" + kHead,

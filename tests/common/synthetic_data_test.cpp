@@ -149,6 +149,22 @@ TEST(SyntheticLinear, CaseDatasetTrainIsMakeSyntheticLinear) {
   EXPECT_EQ(train.targets, direct.targets);
 }
 
+// data.feature_offset adds one float32 constant to every feature of both splits, and nothing
+// else changes.
+TEST(SyntheticLinear, FeatureOffsetShiftsEveryFeatureOfBothSplits) {
+  CaseSpec spec = small_synthetic_case();
+  spec.data.feature_offset = 16;
+  for (const char* split : {"train", "test"}) {
+    const Dataset plain = load_case_dataset(small_synthetic_case(), split);
+    const Dataset shifted = load_case_dataset(spec, split);
+    ASSERT_EQ(shifted.features.size(), plain.features.size()) << split;
+    for (size_t i = 0; i < plain.features.size(); ++i) {
+      ASSERT_EQ(shifted.features[i], plain.features[i] + 16.0f) << split << " " << i;
+    }
+    EXPECT_EQ(shifted.targets, plain.targets) << split;
+  }
+}
+
 TEST(SyntheticLinear, TestSplitHasFreshInputsAndTheSameTeacher) {
   const CaseSpec spec = small_synthetic_case();
   const Dataset train = load_case_dataset(spec, "train");

@@ -117,7 +117,8 @@ TEST(DefaultRules, TanhGeluAgainstExactGeluIsM4) {
 
 // flax.linen.LayerNorm's epsilon defaults to 1e-6 (flax/linen/normalization.py), torch's
 // nn.LayerNorm eps to 1e-5 (torch/nn/modules/normalization.py): the rows' factors give
-// eps_B - eps_A = 1e-5 - 1e-6.
+// eps_B - eps_A = 1e-5 - 1e-6. The rows' means are small against their spread, so the
+// variance formula's rule (M14), which reads the same layer first, stays silent.
 TEST(DefaultRules, LayerNormEpsilonsOfTheTwoFrameworksAreM5) {
   const auto model = [](double epsilon) {
     return small_case_with(fmt::format(
@@ -132,6 +133,38 @@ TEST(DefaultRules, LayerNormEpsilonsOfTheTwoFrameworksAreM5) {
   ASSERT_FALSE(result.diagnoses.empty());
   EXPECT_EQ(result.diagnoses.front().pitfall, "M5");
   EXPECT_NEAR(number_after(result.diagnoses.front().evidence, "eps_B - eps_A = "), 9e-6, 2e-7);
+}
+
+// flax.linen.BatchNorm's use_fast_variance defaults to True (flax/linen/normalization.py,
+// _compute_stats: E[x^2] - E[x]^2), torch's batch_norm computes E[(x - E[x])^2]. On flat pixels
+// shifted by 4 (case M14's inputs) each pixel's |mean| is 4 to 5 against a std of at most about
+// 0.5, and far more where a pixel is rarely lit, so the one-pass variance errs by at least
+// 2^-24 * 8^2 = 4e-6 of itself and the first BatchNorm's output parts from identical inputs.
+// The negative control (the engine's two-pass form, equivalent) is case M14's swap in
+// tests/cli/migration_defaults_test.cpp: on this smaller batch (8 a replica) the rarely lit
+// pixels part the two two-pass forms too.
+std::string uncentred_batch_norm_case(bool use_fast_variance) {
+  return small_case_with(fmt::format(
+             "[{{kind=\"batch_norm\", momentum=0.9, epsilon=1e-5, use_fast_variance={}}}, "
+             "{{kind=\"dense\", features=10}}]",
+             use_fast_variance)) +
+         " --set 'model.input=[784]' --set data.feature_offset=4";
+}
+
+TEST(DefaultRules, OnePassVarianceOnUncentredInputsIsM14) {
+  const auto ddp = testing::shared_run("ddp-bn-offset-4", "ddp", "", 0,
+                                       uncentred_batch_norm_case(false));
+  const auto fast = testing::shared_run("pmap-bn-offset-4-fast", "pmap", "", 0,
+                                        uncentred_batch_norm_case(true));
+  EXPECT_EQ(matching(fast, ddp), Ids{"M14"});
+  const ComparisonResult result = compare(fast, ddp);
+  EXPECT_EQ(result.verdict, Verdict::kNotEquivalent);
+  ASSERT_FALSE(result.diagnoses.empty());
+  const Diagnosis& diagnosis = result.diagnoses.front();
+  EXPECT_EQ(diagnosis.pitfall, "M14");
+  EXPECT_THAT(diagnosis.evidence, HasSubstr("is 00_batch_norm (a batch_norm)"));
+  EXPECT_GE(number_after(diagnosis.evidence, "the input's |mean| is "), 10);
+  EXPECT_THAT(diagnosis.fix, HasSubstr("nn.BatchNorm(use_fast_variance=False)"));
 }
 
 // nn.Dense/nn.Conv's lecun_normal (flax/linen/linear.py default_kernel_init) against

@@ -156,5 +156,33 @@ TEST(LinenBatchNormPmap, StatisticsAreStackedIntoOnePmean) {
   EXPECT_EQ(step.last_execution().num_collectives, 1);
 }
 
+// use_fast_variance=False with an axis_name (flax/linen/normalization.py _compute_stats):
+// the mean is pmean'd first, then each device's squared deviations from that global mean, two
+// collectives. Device 0 holds 10000 + [-1, 1], device 1 10002 + [-1, 1]: the global mean is
+// 10001 and the deviations [-2, 0, 0, 2], so var = 2 on both devices, where each device's own
+// batch has var 1. Every step is exact in f32 (integers below 2^24, halves); the one-pass form
+// would have lost it (E[x^2] about 1e8, its f32 spacing 8).
+TEST(LinenBatchNormPmap, TwoPassStatisticsPmeanTheMeanThenTheDeviationsFromIt) {
+  PmapOptions options;
+  options.axis_name = "data";
+  options.devices = DeviceSet(2);
+  Pmapped step = pmap(
+      [](const std::vector<Tree>& a) {
+        linen::BatchNormOptions bn;
+        bn.axis_name = "data";
+        bn.use_fast_variance = false;
+        const linen::BatchStats running{zeros({1}), ones({1})};
+        const linen::BatchNormOutput out =
+            linen::batch_norm_train(a[0].leaf(), ones({1}), zeros({1}), running, bn);
+        return Tree::tuple({out.batch.mean, out.batch.var});
+      },
+      options);
+  const Array x = Array::from_floats({2, 2, 1}, {9999, 10001, 10001, 10003});
+  const Tree stats = step({x});
+  EXPECT_EQ(stats[0].leaf().to_doubles(), (std::vector<double>{10001, 10001}));
+  EXPECT_EQ(stats[1].leaf().to_doubles(), (std::vector<double>{2, 2}));
+  EXPECT_EQ(step.last_execution().num_collectives, 2);
+}
+
 }  // namespace
 }  // namespace pmap_engine

@@ -29,12 +29,15 @@ namespace pmap_engine::linen {
 
 // ---- normalization.cpp --------------------------------------------------------------------
 
-// flax.linen.LayerNorm(epsilon): statistics over the last axis, computed in at least f32,
-// variance E[x^2] - E[x]^2 clipped at 0 (use_fast_variance=True, Flax's default); then
+// flax.linen.LayerNorm(epsilon, use_fast_variance): statistics over the last axis, computed in
+// at least f32, variance E[x^2] - E[x]^2 clipped at 0 (use_fast_variance=True, Flax's
+// default: one pass, which loses digits where |mean| is large against the spread) or
+// E[(x - mean)^2] (False: two passes, torch's form); then
 // (x - mean) * (rsqrt(var + epsilon) * scale) + bias. Flax's default epsilon is 1e-6 (torch's
 // LayerNorm uses 1e-5).
 // x: [..., D], scale: [D], bias: [D] -> [..., D]
-Array layer_norm(const Array& x, const Array& scale, const Array& bias, double epsilon = 1e-6);
+Array layer_norm(const Array& x, const Array& scale, const Array& bias, double epsilon = 1e-6,
+                 bool use_fast_variance = true);
 
 // One BatchNorm's 'batch_stats' collection: per-feature mean and (biased) variance.
 struct BatchStats {
@@ -50,6 +53,9 @@ struct BatchNormOptions {
   // BatchNorm(axis_name=...): inside pmap, the statistics are pmean'd over this axis, so every
   // device normalizes with the statistics of the whole global batch.
   std::optional<std::string> axis_name;
+  // The batch variance as layer_norm computes it: E[x^2] - E[x]^2 (Flax's default) or
+  // E[(x - mean)^2], whose axis_name form pmeans the mean, then the squared deviations.
+  bool use_fast_variance = true;
 };
 
 struct BatchNormOutput {

@@ -2,10 +2,15 @@
 // as functions. Both are Flax's two helpers with different axes:
 //
 //   statistics  (_compute_stats) x is cast to at least f32 (force_float32_reductions=True:
-//               bf16 and f16 become f32, f64 stays); mean = E[x], var = E[x^2] - E[x]^2
-//               clipped at 0 (use_fast_variance=True, the default for both modules: one pass,
-//               and the clip keeps a round-off negative from giving NaN). With an axis_name,
-//               E[x] and E[x^2] are stacked into one array and pmean'd with one collective.
+//               bf16 and f16 become f32, f64 stays); mean = E[x], and
+//               use_fast_variance=True (the default for both modules): var = E[x^2] - E[x]^2
+//               clipped at 0, one pass (the clip keeps a round-off negative from giving NaN).
+//               With an axis_name, E[x] and E[x^2] are stacked into one array and pmean'd
+//               with one collective.
+//               use_fast_variance=False: var = E[(x - mean)^2], a second pass over x. With an
+//               axis_name the mean is pmean'd first and the squared deviations from that
+//               global mean are pmean'd after, two collectives (maybe_distributed_mean called
+//               once for mu, once for the deviations).
 //   normalize   (_normalize) y = (x - mean) * (rsqrt(var + epsilon) * scale) + bias, in that
 //               order, with x in its own dtype (so a bf16 x and f32 statistics give f32), then
 //               cast to the result type of x, scale and bias.
@@ -43,12 +48,19 @@ Array unstack_row(const Array& stacked, int64_t index) {
   return reshape(slice(stacked, start, limit), row_shape);
 }
 
-// _compute_stats(x, axes, axis_name) with use_mean and use_fast_variance true, no mask.
+// _compute_stats(x, axes, axis_name, use_fast_variance) with use_mean true, no mask.
 // x: [...] -> mean, var: x's shape without `axes` (per feature for BatchNorm, per example for
 // LayerNorm)
 BatchStats compute_stats(const Array& x_in, const std::vector<int64_t>& axes,
-                         const std::optional<std::string>& axis_name) {
+                         const std::optional<std::string>& axis_name, bool use_fast_variance) {
   const Array x = astype(x_in, promote_types("normalization", x_in.dtype(), DType::f32));
+  if (!use_fast_variance) {
+    Array mean_x = mean(x, axes);
+    if (axis_name) mean_x = pmean(mean_x, *axis_name);
+    Array var = mean(square(x - reshape(mean_x, kept_shape(x.shape(), axes))), axes);
+    if (axis_name) var = pmean(var, *axis_name);
+    return {mean_x, var};
+  }
   Array mean_x = mean(x, axes);
   Array mean_x_squared = mean(square(x), axes);
   if (axis_name) {
@@ -113,11 +125,13 @@ std::vector<int64_t> all_but_last(const Array& x) {
 
 }  // namespace
 
-Array layer_norm(const Array& x, const Array& scale, const Array& bias, double epsilon) {
+Array layer_norm(const Array& x, const Array& scale, const Array& bias, double epsilon,
+                 bool use_fast_variance) {
   // x: [..., D], scale, bias: [D] -> [..., D]
   check_features("layer_norm", x, {{"scale", &scale}, {"bias", &bias}});
   const std::vector<int64_t> axes = {x.ndim() - 1};
-  return normalize(x, compute_stats(x, axes, std::nullopt), axes, scale, bias, epsilon);
+  return normalize(x, compute_stats(x, axes, std::nullopt, use_fast_variance), axes, scale, bias,
+                   epsilon);
 }
 
 BatchNormOutput batch_norm_train(const Array& x, const Array& scale, const Array& bias,
@@ -125,7 +139,7 @@ BatchNormOutput batch_norm_train(const Array& x, const Array& scale, const Array
   // x: [..., C], scale, bias, running.mean, running.var: [C]
   check_batch_norm_inputs("batch_norm_train", x, scale, bias, running);
   const std::vector<int64_t> axes = all_but_last(x);
-  const BatchStats batch = compute_stats(x, axes, options.axis_name);
+  const BatchStats batch = compute_stats(x, axes, options.axis_name, options.use_fast_variance);
   // ra = momentum * ra + (1 - momentum) * batch; both factors are Python floats in Flax, so
   // they take the statistics' dtype.
   const double momentum = options.momentum;

@@ -38,6 +38,9 @@ struct DataSpec {
   // synthetic-linear only: how many samples, and the seed that generates them.
   int64_t synthetic_num_samples = 8192;
   uint64_t synthetic_seed = 0;
+  // Added to every input feature of both splits (float32): inputs that are not centred, whose
+  // mean is large against their spread.
+  double feature_offset = 0;
 };
 
 struct ParallelSpec {

@@ -37,6 +37,9 @@ struct LayerSpec {
   double momentum = 0;                // batch_norm, Flax's convention (weighs the old average)
   double epsilon = 0;                 // batch_norm, layer_norm
   bool sync = false;                  // batch_norm: statistics over every replica's batch
+  // batch_norm, layer_norm: the engine's variance E[x^2] - E[x]^2 (Flax's default) or
+  // E[(x - E[x])^2]; ddp_ref computes torch's two-pass form whatever it says.
+  bool use_fast_variance = true;
   std::vector<LayerSpec> layers;      // residual: the branch
   std::vector<LayerSpec> projection;  // residual: the shortcut (empty: identity)
   // Where the layer was written ("f.toml:14:5" or "--set model.layers=..."), for errors; not
