@@ -117,9 +117,18 @@ Check check_oracle(const RunPair& runs, const CompareOptions& options,
         {"groups_beyond_oracle_band", static_cast<double>(tensors->beyond.size()), ""});
     check.summary += fmt::format(
         " Recorded tensors ({} judged): at {} of {} group-steps A's worst tensor is further from "
-        "the oracle than {} x B's worst.",
+        "the oracle than {} x B's worst{}.",
         tensors->judged, tensors->beyond.size(), tensors->groups,
-        format_number(options.oracle_factor));
+        format_number(options.oracle_factor * tensors->statistics_growth),
+        tensors->statistics_growth > 1
+            ? fmt::format(" ({} x {}, the square root of the values a BatchNorm's statistics sum "
+                          "in f32)",
+                          format_number(options.oracle_factor),
+                          format_number(tensors->statistics_growth))
+            : "");
+    if (tensors->statistics_growth > 1) {
+      check.figures.push_back({"statistics_rounding_growth", tensors->statistics_growth, "x"});
+    }
     if (tensors->without_signal > 0) {
       check.figures.push_back(
           {"tensors_without_gradient_signal", static_cast<double>(tensors->without_signal), ""});

@@ -1,8 +1,8 @@
 // Layer outputs recorded by both producers (real runs of the `parity` binary, one step of 2
 // replicas) and the first diverging layer compare finds in them: the same names and shapes from
 // ddp_ref and the engine on cnn-fmnist and vit-fmnist; no diverging layer where the runs agree
-// (the ViT), the first BatchNorm where they part by rounding (the ResNet: Flax's one-pass
-// variance); and the layer itself where one producer's model differs from the other's the way
+// (the ViT), the first BatchNorm where they part by rounding (the ResNet: Flax's statistics in
+// f32, torch's in double); and the layer itself where one producer's model differs from the other's the way
 // ports go wrong: GELU's tanh form against the exact one, a stride-2 'SAME' window against
 // torch's padding=1.
 #include <fmt/format.h>
@@ -92,17 +92,18 @@ TEST(LayerOutputs, VitFmnistProducersRecordTheSameOutputsAndAgreeOnThem) {
   EXPECT_EQ(figure(check, "layers_out_of_tolerance"), 0);
 }
 
-// cnn-fmnist's ResNet: the same names and shapes, and the runs part at the first BatchNorm,
-// from its variance. Flax takes it in one pass, E[x^2] - E[x]^2 in f32
-// (flax/linen/normalization.py, _compute_stats with use_fast_variance; linen.h), torch's CPU
-// kernel in two, the mean first and then the sum of (x - mean)^2, accumulated in double
-// (aten/src/ATen/native/cpu/batch_norm_kernel.cpp, batch_norm_cpu_collect_stats_contiguous_impl).
-// The stem conv's outputs, each a 9-term dot product, agree within that product's rounding
-// (bit for bit with OpenBLAS's SkylakeX kernel and oneDNN's AVX-512 one; 4.8e-7 apart on an AVX2
-// CPU). Both then normalise with nearly the same mean, so each channel of the engine's output is
-// ddp_ref's times sqrt((var_torch + eps) / (var_flax + eps)): measured on replica 0's 32 samples, channels scaled by up to 2e-5 (max |A - B| 2e-4), each a
-// multiple within 1e-7. The oracle the case asks for judges it float noise, as it judges the
-// gradients that follow: the check warns, the run is equivalent.
+// cnn-fmnist's ResNet: the same names and shapes, and the runs part at the first BatchNorm, from
+// its statistics. Flax takes the variance in one pass, E[x^2] - E[x]^2, each mean a sum in f32
+// of the channel's 32 x 28 x 28 values one after another (flax/linen/normalization.py,
+// _compute_stats with use_fast_variance; linen.h); torch's CPU kernel in two passes,
+// accumulated in double (aten/src/ATen/native/cpu/batch_norm_kernel.cpp,
+// batch_norm_cpu_collect_stats_contiguous_impl). So each channel's output differs by a shift
+// (the mean) and a scale (the variance) of a few f32 roundings of a 25088-value sum, about 7e-5
+// at most (measured, Intel AVX-512 and the AVX2 paths alike). The stem conv's outputs before
+// it, each a 9-term dot product, agree within that product's rounding (bit for bit with
+// OpenBLAS's SkylakeX kernel and oneDNN's AVX-512 one; 4.8e-7 apart on an AVX2 CPU). The oracle
+// the case asks for judges it float noise, as it judges the gradients that follow: the check
+// warns, the run is equivalent.
 TEST(LayerOutputs, CnnFmnistProducersRecordTheSameOutputsAndPartAtTheFirstBatchNormsVariance) {
   const ComparisonResult result = run_and_compare("cnn-fmnist", 32);
   EXPECT_EQ(result.verdict, Verdict::kEquivalent) << result.headline;
@@ -117,10 +118,6 @@ TEST(LayerOutputs, CnnFmnistProducersRecordTheSameOutputsAndPartAtTheFirstBatchN
   const double u = std::ldexp(1.0, -24);
   const double gamma_9 = 9 * u / (1 - 9 * u);
   EXPECT_LE(figure(check, "input_max_abs_error"), 2 * gamma_9 * 9 * 0.758);
-  const double scaled = std::max(std::abs(figure(check, "row_ratio_min") - 1),
-                                 std::abs(figure(check, "row_ratio_max") - 1));
-  EXPECT_LT(figure(check, "row_ratio_max_residual"), 1e-6);
-  EXPECT_GT(scaled, 10 * figure(check, "row_ratio_max_residual"));
 }
 
 // A Fashion-MNIST case of 2 replicas x 4 samples, one SGD step with tensors and layer outputs
