@@ -50,8 +50,10 @@ class IntermediateWalker {
                      input, scope + module + "/", inner);
       } else {
         shape = infer_model_shapes({layer}, shape).output;
+        const bool normalises = layer.kind == "batch_norm" || layer.kind == "layer_norm";
         out_.push_back({path, layer.kind, shape, {input}, window_strides(layer),
-                        module.empty() ? "" : scope + module});
+                        module.empty() ? "" : scope + module,
+                        normalises && layer.use_fast_variance});
         input = path;
       }
     }
@@ -71,7 +73,7 @@ class IntermediateWalker {
     const std::string shortcut = walk(layer.projection, shortcut_shape,
                                       intermediate_projection_prefix(path), input, scope, namer);
     const std::string sum = *intermediate_output_path(path, layer.kind);
-    out_.push_back({sum, layer.kind, branch_shape, {branch, shortcut}, {1, 1}, ""});
+    out_.push_back({sum, layer.kind, branch_shape, {branch, shortcut}, {1, 1}, "", false});
     shape = branch_shape;
     return sum;
   }

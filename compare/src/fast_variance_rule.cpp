@@ -75,11 +75,25 @@ std::vector<Group> groups_of(const LayerValues& values, bool per_channel, size_t
   return groups;
 }
 
+// Whether either run's case asks for the one-pass variance at the layer: where both ask for two
+// passes (a port that already sets use_fast_variance=False) the one-pass error cannot be the
+// cause, however large the input's mean (the two-pass forms part too where |mean| / std is in the
+// thousands: the mean's own rounding, u |mean| / std, differs between them).
+bool either_run_asks_for_one_pass(const RunPair& runs, const std::string& path) {
+  for (const RunDir* run : {&runs.a, &runs.b}) {
+    for (const LayerIntermediate& layer : recorded_layers(*run)) {
+      if (layer.path == path && layer.one_pass_variance) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::optional<Diagnosis> fast_variance_diagnosis(const RunPair& runs, const DivergingLayer& layer) {
   const bool per_channel = layer.kind == "batch_norm";
   if ((!per_channel && layer.kind != "layer_norm") || layer.shape.empty()) return std::nullopt;
+  if (!either_run_asks_for_one_pass(runs, layer.path)) return std::nullopt;
   const std::optional<LayerValues> values = layer_values(runs, layer);
   const auto width = static_cast<size_t>(layer.shape.back());
   if (!values || values->x.size() != values->a.size() || width == 0 ||

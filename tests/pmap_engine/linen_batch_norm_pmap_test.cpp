@@ -141,17 +141,22 @@ TEST(LinenBatchNormPmap, WithoutAxisNameEachDeviceUsesItsOwnBatch) {
   }
 }
 
-TEST(LinenBatchNormPmap, StatisticsAreStackedIntoOnePmean) {
+// pmap over 2 devices on the axis 'data'.
+PmapOptions two_devices_on_data() {
   PmapOptions options;
   options.axis_name = "data";
   options.devices = DeviceSet(2);
+  return options;
+}
+
+TEST(LinenBatchNormPmap, StatisticsAreStackedIntoOnePmean) {
   Pmapped step = pmap(
       [](const std::vector<Tree>& a) {
         linen::BatchNormOptions bn;
         bn.axis_name = "data";
         return Tree(normalize(a[0].leaf(), bn).y);
       },
-      options);
+      two_devices_on_data());
   EXPECT_EQ(step({global_batch(2)}).leaf().shape(), (Shape{2, kLocalBatch, kFeatures}));
   EXPECT_EQ(step.last_execution().num_collectives, 1);
 }
@@ -163,9 +168,6 @@ TEST(LinenBatchNormPmap, StatisticsAreStackedIntoOnePmean) {
 // batch has var 1. Every step is exact in f32 (integers below 2^24, halves); the one-pass form
 // would have lost it (E[x^2] about 1e8, its f32 spacing 8).
 TEST(LinenBatchNormPmap, TwoPassStatisticsPmeanTheMeanThenTheDeviationsFromIt) {
-  PmapOptions options;
-  options.axis_name = "data";
-  options.devices = DeviceSet(2);
   Pmapped step = pmap(
       [](const std::vector<Tree>& a) {
         linen::BatchNormOptions bn;
@@ -176,7 +178,7 @@ TEST(LinenBatchNormPmap, TwoPassStatisticsPmeanTheMeanThenTheDeviationsFromIt) {
             linen::batch_norm_train(a[0].leaf(), ones({1}), zeros({1}), running, bn);
         return Tree::tuple({out.batch.mean, out.batch.var});
       },
-      options);
+      two_devices_on_data());
   const Array x = Array::from_floats({2, 2, 1}, {9999, 10001, 10001, 10003});
   const Tree stats = step({x});
   EXPECT_EQ(stats[0].leaf().to_doubles(), (std::vector<double>{10001, 10001}));

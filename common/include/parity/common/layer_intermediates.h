@@ -66,6 +66,9 @@ struct LayerIntermediate {
   // The Flax module whose parameters the layer applies ("Conv_0", "Residual_1/Dense_0",
   // model_layers.h ModuleNamer); empty for a function (relu, pools) and a residual's sum.
   std::string module;
+  // A batch_norm or layer_norm whose case asks for Flax's one-pass variance (use_fast_variance,
+  // the default; the engine computes it, ddp_ref always computes two passes).
+  bool one_pass_variance = false;
 };
 
 // Whether the producers record intermediates for `model`: a layers model (not the widths
