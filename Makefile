@@ -4,7 +4,8 @@
 #   make test   run every test (ctest label "long" excluded; `make test-long` runs those)
 #   make bench  run the benchmark suites
 #   make fuzz   run every parser's libFuzzer target for FUZZ_SECONDS each (clang, build-fuzz/)
-#   make test-sanitize  `make test`'s tests built and run with ASan + UBSan (GCC, build-sanitize/)
+#   make test-sanitize  `make test`'s tests built and run with ASan + UBSan (GCC, build-sanitize/),
+#               on the AVX2 paths whatever the CPU
 BUILD_DIR ?= build
 JOBS ?= 2
 CASE ?= mlp2-fmnist
