@@ -296,7 +296,10 @@ TEST(ShardingPropagation, DotOfABatchSplitLhsAndAReplicatedRhsNeedsNoCollective)
 // cotangent, a broadcast of 1.0, takes the image's batch split from the contraction it meets
 // (one Shardy factor for both operands' batch dims), so the image is not gathered; the loss
 // itself is dead under grad and, as XLA's HloDCE removes it, costs no all-reduce.
-// The forward values are each image's own conv, the same bits as unsharded.
+// The forward values are each image's own conv, but from a product of 2 images' patches instead
+// of 8 (im2col and one sgemm), which OpenBLAS need not sum in the same order (measured: equal
+// bits in most runs here, not in all): within the summation bound of each output's 27 terms, the
+// conv of |x| with |w| their magnitudes.
 TEST(ShardingPropagation, ConvOfABatchSplitImageAndItsKernelGradient) {
   const TreeFunction conv = [](const std::vector<Tree>& a) {
     return Tree(conv_general_dilated(arg(a, 0), arg(a, 1), {1, 1}, "SAME"));
@@ -308,7 +311,9 @@ TEST(ShardingPropagation, ConvOfABatchSplitImageAndItsKernelGradient) {
   EXPECT_THAT(dump.shardings,
               HasSubstr("  conv_general_dilated  f32[8,5,5,4]  P('data',)  block [2,5,5,4]\n"));
   EXPECT_EQ(dump.collectives, Counts{});
-  expect_same_bits(forward(args), unsharded(conv, args));
+  expect_within_summation_bound(
+      forward(args).leaf(), unsharded(conv, args).leaf(),
+      conv_general_dilated(abs(arg(args, 0)), abs(arg(args, 1)), {1, 1}, "SAME").to_doubles(), 27);
 
   const TreeFunction kernel_grad =
       grad([conv](const std::vector<Tree>& a) { return Tree(sum(conv(a).leaf())); }, {1});
