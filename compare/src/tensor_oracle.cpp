@@ -31,7 +31,8 @@
 // against the double sum's one rounding, and every tensor from the first BatchNorm on inherits
 // it. Measured on cnn-fmnist at step 0 (8 x 32, n = 25088, sqrt(n) = 158), the engine against
 // ddp_ref: worst gradient 11x as far from the f64 oracle, worst parameter 12x, worst statistic
-// 430x (Intel, AVX-512) and 480x (the AVX2 paths), all within 2 x 158 x the sampling spread.
+// 430x (Intel AVX-512; OpenBLAS's Prescott kernels, its fallback for that model) and 480x (the
+// AVX2 paths), all within 2 x 158 x the sampling spread.
 //
 // The band holds while rounding errors are small and grow alike in both runs. In a chaotic
 // trajectory (a deep relu network trained for hundreds of steps) they grow until a run's
