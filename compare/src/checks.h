@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gradient_signal.h"
+#include "rounding_growth.h"
 #include "output_relations.h"
 #include "parity/common/layer_intermediates.h"
 #include "parity/common/run_dir.h"
@@ -168,9 +169,8 @@ inline constexpr double kSamplingConfidence = 0.999;
 struct TensorOracleJudgement {
   size_t judged = 0;
   size_t without_signal = 0;  // tensors of A left out: parameters without gradient signal
-  // sqrt(n) for BatchNorm statistics summed over n values in f32 (tensor_oracle.cpp), else 1:
-  // the band is factor x this x a group's sampling spread x B's worst.
-  double statistics_growth = 1;
+  // The band is factor x growth.total() x a group's sampling spread x B's worst.
+  RoundingGrowth growth;
   size_t groups = 0;
   std::vector<std::string> beyond;
   // Group-steps past the predictability horizon (tensor_oracle.cpp): not judged.

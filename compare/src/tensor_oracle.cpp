@@ -21,18 +21,12 @@
 // gradient at step 0 of the quick run, 0.0058 from the f64 oracle in the engine against 0.0025
 // in ddp_ref on the AVX2 paths of OpenBLAS, ATen and oneDNN: 2.3x).
 //
-// A model with BatchNorm widens the band by sqrt(n), n the most values one channel's statistics
-// sum on one replica (per-replica batch x height x width). ATen's CPU kernel accumulates them in
-// double (aten/src/ATen/native/cpu/batch_norm_kernel.cpp, batch_norm_cpu_collect_stats_*_impl:
-// at::acc_type<float, false> is double); Flax's statistics are jnp.mean in f32, which XLA:CPU
-// (and the engine) sum one value after another, n values in one f32 accumulator (its
-// TreeReductionRewriter leaves reductions whose dimensions are all 32 or shorter alone, as a
-// per-replica batch of 32 and a 28 x 28 image are). The rounding of such a sum grows as sqrt(n)
-// against the double sum's one rounding, and every tensor from the first BatchNorm on inherits
-// it. Measured on cnn-fmnist at step 0 (8 x 32, n = 25088, sqrt(n) = 158), the engine against
-// ddp_ref: worst gradient 11x as far from the f64 oracle, worst parameter 12x, worst statistic
-// 430x (Intel AVX-512; OpenBLAS's Prescott kernels, its fallback for that model) and 480x (the
-// AVX2 paths), all within 2 x 158 x the sampling spread.
+// Where the frameworks' arithmetic differs by design the band widens by how much
+// (rounding_growth.h): sqrt(n) for BatchNorm statistics over n values, measured on cnn-fmnist at
+// step 0 (8 x 32, n = 25088, sqrt(n) = 158), the engine against ddp_ref: worst gradient 11x as
+// far from the f64 oracle, worst parameter 12x, worst statistic 430x (Intel AVX-512; OpenBLAS's
+// Prescott kernels, its fallback for that model) and 480x (the AVX2 paths), all within
+// 2 x 158 x the sampling spread.
 //
 // The band holds while rounding errors are small and grow alike in both runs. In a chaotic
 // trajectory (a deep relu network trained for hundreds of steps) they grow until a run's
@@ -57,9 +51,7 @@
 
 #include "checks.h"
 #include "figures.h"
-#include "parity/common/case_spec.h"
-#include "parity/common/error.h"
-#include "parity/common/layer_intermediates.h"
+#include "rounding_growth.h"
 
 namespace parity::compare {
 namespace {
@@ -142,26 +134,6 @@ std::map<GroupStep, Worst> resolved_distances(const TensorScan& scan,
   return worst;
 }
 
-// sqrt of the most values one BatchNorm channel's statistics sum on one replica of the run's case
-// (1 without a BatchNorm, or without a case to read).
-double statistics_rounding_growth(const RunDir& run) {
-  if (run.info.case_toml.empty()) return 1;
-  CaseSpec spec;
-  try {
-    spec = case_from_text(run.info.case_toml, run.dir / "run.json (case.toml)");
-  } catch (const InputError&) {
-    return 1;
-  }
-  int64_t most = 1;
-  for (const LayerIntermediate& layer : layer_intermediates(spec.model)) {
-    if (layer.kind != "batch_norm" || layer.shape.empty()) continue;
-    int64_t values = spec.data.per_replica_batch;
-    for (size_t axis = 0; axis + 1 < layer.shape.size(); ++axis) values *= layer.shape[axis];
-    most = std::max(most, values);
-  }
-  return std::sqrt(static_cast<double>(most));
-}
-
 }  // namespace
 
 TensorOracleJudgement judge_tensors_against_oracle(const RunDir& a, const RunDir& b,
@@ -169,9 +141,8 @@ TensorOracleJudgement judge_tensors_against_oracle(const RunDir& a, const RunDir
                                                    const Tolerance& tolerance, double factor,
                                                    const GradientSignal& signal) {
   TensorOracleJudgement judgement;
-  judgement.statistics_growth =
-      std::max(statistics_rounding_growth(a), statistics_rounding_growth(b));
-  const double band = factor * judgement.statistics_growth;
+  judgement.growth = rounding_growth(a, b);
+  const double band = factor * judgement.growth.total();
   const std::map<GroupStep, Worst> from_a = worst_distances(
       scan_tensors(a, oracle, tolerance.rtol, tolerance.atol), true, signal, &judgement);
   const TensorScan scan_b = scan_tensors(b, oracle, tolerance.rtol, tolerance.atol);
