@@ -12,6 +12,7 @@
 #include "gradient_signal.h"
 #include "rounding_growth.h"
 #include "output_relations.h"
+#include "parity/common/case_spec.h"
 #include "parity/common/layer_intermediates.h"
 #include "parity/common/run_dir.h"
 #include "parity/compare/compare.h"
@@ -143,6 +144,9 @@ Check check_parameters(const TensorScan& scan, const Tolerance& tolerance,
 // run recorded model state (a model without BatchNorm).
 std::optional<Check> check_model_state(const TensorScan& scan, const Tolerance& tolerance,
                                        Findings& findings);
+// The case a run's run.json holds, overrides applied; nullopt for a run without one (an import)
+// or whose text does not read as a case.
+std::optional<CaseSpec> recorded_case(const RunDir& run);
 // The layer outputs a run records, from the case its run.json holds (its layers, their paths,
 // modules and windows; never a default's value); empty for a run without them (a widths model,
 // an import, a BatchNorm that syncs).
@@ -169,22 +173,22 @@ inline constexpr double kSamplingConfidence = 0.999;
 struct TensorOracleJudgement {
   size_t judged = 0;
   size_t without_signal = 0;  // tensors of A left out: parameters without gradient signal
-  // The band is factor x growth.total() x a group's sampling spread x B's worst.
-  RoundingGrowth growth;
   size_t groups = 0;
   std::vector<std::string> beyond;
   // Group-steps past the predictability horizon (tensor_oracle.cpp): not judged.
   std::vector<std::string> past_horizon;
 };
-// The tensors of parameters without gradient signal are not judged.
+// A group's worst tensor of A may reach band x the group's sampling spread x B's worst; the
+// tensors of parameters without gradient signal are not judged.
 TensorOracleJudgement judge_tensors_against_oracle(const RunDir& a, const RunDir& b,
                                                    const RunDir& oracle,
-                                                   const Tolerance& tolerance, double factor,
+                                                   const Tolerance& tolerance, double band,
                                                    const GradientSignal& signal);
 
+// `growth`: the runs' rounding growth (rounding_growth.h), which widens the oracle's factor;
 // `tensors`: the judgement of the recorded tensors, when the oracle recorded some.
 Check check_oracle(const RunPair& runs, const CompareOptions& options,
-                   const Tolerance& dtype_tolerance,
+                   const Tolerance& dtype_tolerance, const RoundingGrowth& growth,
                    const std::optional<TensorOracleJudgement>& tensors);
 // A performance check's warning, or a failure when the caller gates on performance
 // (CompareOptions::fail_on_performance).

@@ -226,10 +226,14 @@ Judgement judge(const RunPair& runs, const CompareOptions& options) {
   findings.replicas = a.info.replicas;
   std::optional<TensorOracleJudgement> oracle_tensors;
   GradientSignal signal;
+  // Read from both runs' cases once, for the loss band and the tensor band alike.
+  const RoundingGrowth growth =
+      options.oracle != nullptr ? rounding_growth(a, b) : RoundingGrowth{};
   if (options.oracle != nullptr && !options.oracle->tensor_steps.empty()) {
     signal = find_gradient_signal(*options.oracle);
-    oracle_tensors = judge_tensors_against_oracle(a, b, *options.oracle, result.tensor_tolerance,
-                                                  options.oracle_factor, signal);
+    oracle_tensors =
+        judge_tensors_against_oracle(a, b, *options.oracle, result.tensor_tolerance,
+                                     options.oracle_factor * growth.total(), signal);
     findings.oracle_vouches_for_tensors =
         oracle_tensors->judged > 0 && oracle_tensors->beyond.empty();
   }
@@ -242,7 +246,7 @@ Judgement judge(const RunPair& runs, const CompareOptions& options) {
       check_replicas(scan, findings),
       check_data(runs, findings),
       check_rng(runs, findings),
-      check_oracle(runs, options, looser_of(dtype_tolerance(a), dtype_tolerance(b)),
+      check_oracle(runs, options, looser_of(dtype_tolerance(a), dtype_tolerance(b)), growth,
                    oracle_tensors),
       check_throughput(runs, options, result.speed),
       check_memory(runs, options),

@@ -211,16 +211,19 @@ std::optional<int64_t> first_common_step(const RunPair& runs) {
 
 }  // namespace
 
-std::vector<LayerIntermediate> recorded_layers(const RunDir& run) {
-  if (run.info.case_toml.empty()) return {};
-  CaseSpec spec;
+std::optional<CaseSpec> recorded_case(const RunDir& run) {
+  if (run.info.case_toml.empty()) return std::nullopt;
   try {
-    spec = case_from_text(run.info.case_toml, run.dir / "run.json (case.toml)");
+    return case_from_text(run.info.case_toml, run.dir / "run.json (case.toml)");
   } catch (const InputError&) {
-    return {};
+    return std::nullopt;
   }
-  if (!records_intermediates(spec.model)) return {};
-  return layer_intermediates(spec.model);
+}
+
+std::vector<LayerIntermediate> recorded_layers(const RunDir& run) {
+  const std::optional<CaseSpec> spec = recorded_case(run);
+  if (!spec || !records_intermediates(spec->model)) return {};
+  return layer_intermediates(spec->model);
 }
 
 std::optional<Check> check_layer_outputs(const RunPair& runs, const Tolerance& tolerance,

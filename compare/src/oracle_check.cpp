@@ -65,7 +65,7 @@ std::string growth_text(double factor, const RoundingGrowth& growth) {
 }  // namespace
 
 Check check_oracle(const RunPair& runs, const CompareOptions& options,
-                   const Tolerance& dtype_tolerance,
+                   const Tolerance& dtype_tolerance, const RoundingGrowth& growth,
                    const std::optional<TensorOracleJudgement>& tensors) {
   Check check;
   check.id = "oracle";
@@ -115,7 +115,6 @@ Check check_oracle(const RunPair& runs, const CompareOptions& options,
       options.oracle_floor.value_or(dtype_tolerance.atol + dtype_tolerance.rtol * largest_loss);
   // Where the frameworks' arithmetic differs by design, A's rounding may be larger by that much
   // (rounding_growth.h), and the factor with it.
-  const RoundingGrowth growth = rounding_growth(runs.a, runs.b);
   const double factor = options.oracle_factor * growth.total();
   const double allowed = factor * error_b + floor;
   check.figures = {{"steps_compared", static_cast<double>(steps), ""},
@@ -146,7 +145,7 @@ Check check_oracle(const RunPair& runs, const CompareOptions& options,
         " Recorded tensors ({} judged): at {} of {} group-steps A's worst tensor is further from "
         "the oracle than {} x B's worst (times a small tensor's sampling spread).",
         tensors->judged, tensors->beyond.size(), tensors->groups,
-        format_number(options.oracle_factor * tensors->growth.total()));
+        format_number(factor));
     if (tensors->without_signal > 0) {
       check.figures.push_back(
           {"tensors_without_gradient_signal", static_cast<double>(tensors->without_signal), ""});

@@ -4,23 +4,13 @@
 #include <cmath>
 #include <optional>
 
-#include "parity/common/case_spec.h"
-#include "parity/common/error.h"
+#include "checks.h"
 #include "parity/common/layer_intermediates.h"
 
 namespace parity::compare {
 namespace {
 
 constexpr double kUnitRoundoff = 0x1p-24;  // f32
-
-std::optional<CaseSpec> case_of(const RunDir& run) {
-  if (run.info.case_toml.empty()) return std::nullopt;
-  try {
-    return case_from_text(run.info.case_toml, run.dir / "run.json (case.toml)");
-  } catch (const InputError&) {
-    return std::nullopt;
-  }
-}
 
 // sqrt of the most values one BatchNorm channel's statistics sum on one replica.
 double statistics_growth(const CaseSpec& spec) {
@@ -58,7 +48,7 @@ double optimizer_growth(const TrainSpec& train) {
 }
 
 RoundingGrowth growth_of(const RunDir& run) {
-  const std::optional<CaseSpec> spec = case_of(run);
+  const std::optional<CaseSpec> spec = recorded_case(run);
   if (!spec) return {};
   return {statistics_growth(*spec), optimizer_growth(spec->train)};
 }

@@ -51,7 +51,6 @@
 
 #include "checks.h"
 #include "figures.h"
-#include "rounding_growth.h"
 
 namespace parity::compare {
 namespace {
@@ -138,11 +137,9 @@ std::map<GroupStep, Worst> resolved_distances(const TensorScan& scan,
 
 TensorOracleJudgement judge_tensors_against_oracle(const RunDir& a, const RunDir& b,
                                                    const RunDir& oracle,
-                                                   const Tolerance& tolerance, double factor,
+                                                   const Tolerance& tolerance, double band,
                                                    const GradientSignal& signal) {
   TensorOracleJudgement judgement;
-  judgement.growth = rounding_growth(a, b);
-  const double band = factor * judgement.growth.total();
   const std::map<GroupStep, Worst> from_a = worst_distances(
       scan_tensors(a, oracle, tolerance.rtol, tolerance.atol), true, signal, &judgement);
   const TensorScan scan_b = scan_tensors(b, oracle, tolerance.rtol, tolerance.atol);
