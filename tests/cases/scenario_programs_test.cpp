@@ -291,14 +291,15 @@ TEST(ScenarioPrograms, ErrorProgramsRaiseTheTextOfTheCasesJaxRelease) {
   spec.jax.version = "0.4.38";
   const std::optional<std::string> old_text = run_error_program(spec);
   ASSERT_TRUE(old_text.has_value());
-  EXPECT_EQ(old_text->rfind("pmean: unbound axis name: devices (pmap_engine:", 0), 0) << *old_text;
+  EXPECT_EQ(old_text->rfind("unbound axis name: devices (pmap_engine: raised by pmean;", 0), 0)
+      << *old_text;
   EXPECT_EQ(pmap_engine::jax_release(), pmap_engine::kDefaultJaxRelease);  // restored after
 
   spec.jax.version = "0.11.0";
   const std::optional<std::string> new_text = run_error_program(spec);
   ASSERT_TRUE(new_text.has_value());
-  EXPECT_EQ(new_text->rfind("pmean: Found an unbound axis name: devices. To fix this, please "
-                            "call psum under `jax.shard_map`.",
+  EXPECT_EQ(new_text->rfind("Found an unbound axis name: devices. To fix this, please call "
+                            "psum under `jax.shard_map`. (pmap_engine: raised by pmean;",
                             0),
             0)
       << *new_text;

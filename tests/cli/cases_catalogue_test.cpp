@@ -65,7 +65,7 @@ TEST(CasesCatalogue, JaxVersionReachesTheErrorProgramsAndTheirExpectations) {
       nlohmann::json::parse(testing::read_bytes(out.path("catalogue/catalogue.json")));
   const nlohmann::json& p1 = catalogue.at("entries").at(0);
   EXPECT_THAT(p1.at("observed").get<std::string>(),
-              HasSubstr("pmean: unbound axis name: devices (pmap_engine:"));
+              HasSubstr("error: unbound axis name: devices (pmap_engine: raised by pmean;"));
   EXPECT_EQ(p1.at("expected"), "error containing \"unbound axis name: devices\"");
   EXPECT_EQ(p1.at("figures").at("jax_version"), "0.4.38");
   EXPECT_THAT(catalogue.at("entries").at(1).at("observed").get<std::string>(),

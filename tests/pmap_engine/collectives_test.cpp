@@ -459,8 +459,9 @@ TEST(CollectivesTrace, UnboundAxisNameNamesTheAxisAndTheBoundOnes) {
     expect_error_mentions(
         use, {"unbound axis name: devices", "names bound here are ['batch']"});
   }
-  EXPECT_THAT(error_of([&] { psum(x, "devices"); }), HasSubstr("psum: "));
-  EXPECT_THAT(error_of([&] { all_gather(x, "devices"); }), HasSubstr("all_gather: "));
+  EXPECT_THAT(error_of([&] { psum(x, "devices"); }), HasSubstr("(pmap_engine: raised by psum;"));
+  EXPECT_THAT(error_of([&] { all_gather(x, "devices"); }),
+              HasSubstr("(pmap_engine: raised by all_gather;"));
 }
 
 TEST(CollectivesTrace, NoEnclosingPmapIsTheSameError) {
@@ -750,7 +751,8 @@ TEST(CollectivesPmap, UnboundAxisNameIsPitfallP1) {
            on_devices(4, "batch"));
   expect_error_mentions(
       [&] { f({device_rows(4, 2)}); },
-      {"psum: Found an unbound axis name: devices", "names bound here are ['batch']"});
+      {"Found an unbound axis name: devices", "raised by psum",
+       "names bound here are ['batch']"});
 }
 
 TEST(CollectivesPmap, PsumIsBitwiseReproducibleAndInDeviceOrder) {

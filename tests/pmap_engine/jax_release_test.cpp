@@ -88,22 +88,22 @@ TEST(JaxReleaseUnboundAxis, Psum_0_4_38) {
   // jax-v0.4.38 jax/_src/lax/parallel.py _check_axis_names (psum_p's abstract eval).
   const ScopedJaxRelease release(JaxRelease::kV0_4_38);
   EXPECT_THAT(unbound([](const Array& x) { psum(x, "devices"); }),
-              StartsWith("psum: unbound axis name: devices (pmap_engine:"));
+              StartsWith("unbound axis name: devices (pmap_engine: raised by psum;"));
 }
 
 TEST(JaxReleaseUnboundAxis, Pmean_0_4_38) {
   // jax-v0.4.38 jax/_src/lax/parallel.py _check_axis_names (pmean binds psum_p first).
   const ScopedJaxRelease release(JaxRelease::kV0_4_38);
   EXPECT_THAT(unbound([](const Array& x) { pmean(x, "devices"); }),
-              StartsWith("pmean: unbound axis name: devices (pmap_engine:"));
+              StartsWith("unbound axis name: devices (pmap_engine: raised by pmean;"));
 }
 
 TEST(JaxReleaseUnboundAxis, Psum_0_11_0) {
   // jax-v0.11.0 jax/_src/lax/parallel.py _check_axis_names, from
   // _allreduce_effectful_abstract_eval with api_name 'psum'.
   EXPECT_THAT(unbound([](const Array& x) { psum(x, "devices"); }),
-              StartsWith("psum: Found an unbound axis name: devices. To fix this, please call "
-                         "psum under `jax.shard_map`. (pmap_engine:"));
+              StartsWith("Found an unbound axis name: devices. To fix this, please call psum "
+                         "under `jax.shard_map`. (pmap_engine: raised by psum;"));
 }
 
 TEST(JaxReleaseUnboundAxis, PmeanAndPmaxNamePsum_0_11_0) {
@@ -119,11 +119,12 @@ TEST(JaxReleaseUnboundAxis, PpermuteAndAxisIndex_0_11_0) {
   // jax-v0.11.0 jax/_src/lax/parallel.py _raise_to_shaped_abstract_eval ('ppermute') and
   // _axis_index_effectful_abstract_eval ('axis_index').
   EXPECT_THAT(unbound([](const Array& x) { ppermute(x, "devices", {{0, 1}, {1, 0}}); }),
-              HasSubstr("ppermute: Found an unbound axis name: devices. To fix this, please call "
-                        "ppermute under `jax.shard_map`."));
+              StartsWith("Found an unbound axis name: devices. To fix this, please call "
+                         "ppermute under `jax.shard_map`. (pmap_engine: raised by ppermute;"));
   EXPECT_THAT(unbound([](const Array&) { axis_index("devices"); }),
-              HasSubstr("axis_index: Found an unbound axis name: devices. To fix this, please "
-                        "call axis_index under `jax.shard_map`."));
+              StartsWith("Found an unbound axis name: devices. To fix this, please call "
+                         "axis_index under `jax.shard_map`. (pmap_engine: raised by "
+                         "axis_index;"));
 }
 
 TEST(JaxReleaseUnboundAxis, SizeReadsAreTheBareTextAtBothTags) {
@@ -132,9 +133,9 @@ TEST(JaxReleaseUnboundAxis, SizeReadsAreTheBareTextAtBothTags) {
   for (JaxRelease tag : {JaxRelease::kV0_4_38, JaxRelease::kV0_11_0}) {
     const ScopedJaxRelease release(tag);
     EXPECT_THAT(unbound([](const Array&) { axis_size("devices"); }),
-                StartsWith("axis_size: unbound axis name: devices (pmap_engine:"));
+                StartsWith("unbound axis name: devices (pmap_engine: raised by axis_size;"));
     EXPECT_THAT(unbound([](const Array& x) { all_gather(x, "devices"); }),
-                StartsWith("all_gather: unbound axis name: devices (pmap_engine:"));
+                StartsWith("unbound axis name: devices (pmap_engine: raised by all_gather;"));
   }
 }
 

@@ -57,15 +57,16 @@ const AxisFrame& find_axis(const std::string& name, const char* op) {
   for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
     if (it->name == name) return *it;
   }
-  // After JAX's text, the engine's hint: the names that are bound here, and the fix.
+  // JAX's text as it stands, then the engine's own note in parentheses: the op that looked the
+  // axis up, the names that are bound here, and the fix.
   std::ostringstream names;
   names << "[";
   for (size_t i = 0; i < frames.size(); ++i) {
     names << (i ? ", " : "") << "'" << frames[i].name << "'";
   }
   names << "]";
-  throw EngineError(std::string(op) + ": " + unbound_axis_text(name, op) +
-                    " (pmap_engine: the axis names bound here are " + names.str() +
+  throw EngineError(unbound_axis_text(name, op) + " (pmap_engine: raised by " + op +
+                    "; the axis names bound here are " + names.str() +
                     "; use the axis_name given to pmap. Pitfall P1: pmap(axis_name='batch') "
                     "with psum(..., axis_name='devices') is this error.)");
 }

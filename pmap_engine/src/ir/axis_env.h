@@ -28,7 +28,8 @@ class ScopedAxis {
 
 // The innermost frame binding `name`; throws EngineError in JAX's words when none does
 // ("Found an unbound axis name: X. To fix this, please call psum under `jax.shard_map`." at
-// 0.11.0, "unbound axis name: X" at 0.4.38), then the names bound here and the fix.
+// 0.11.0, "unbound axis name: X" at 0.4.38), then, as the engine's own note in parentheses, the
+// op, the names bound here and the fix.
 const AxisFrame& find_axis(const std::string& name, const char* op);
 std::vector<std::string> bound_axis_names();
 // Every frame bound on this thread, outermost first.
