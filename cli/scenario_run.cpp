@@ -100,7 +100,7 @@ Observation observe_error(const CaseSpec& spec) {
   Observation observation;
   const std::optional<std::string> error = cases::run_error_program(spec);
   observation.figures.set_text("error", error.value_or("none"));
-  observation.figures.set_text("jax_error", cases::jax_part(error.value_or("none")));
+  observation.figures.set_text("jax_error", cases::jax_quote(error.value_or("none")));
   observation.figures.merge(cases::error_program_figures(spec));
   if (!error) {
     observation.observed = observation.summary = "the step ran without an error";

@@ -44,7 +44,7 @@ ProbeResult probe_fewer_devices(const CaseSpec& spec) {
     return loss({case_params(spec), batch.x, batch.y}).leaf();
   };
   const pe::Array fewer_losses = mapped_loss(fewer);
-  const std::string too_many = jax_part(error_of([&] { mapped_loss(available + 1); }));
+  const std::string too_many = jax_quote(error_of([&] { mapped_loss(available + 1); }));
 
   ProbeResult result;
   result.as_expected = fewer_losses.shape() == pe::Shape{fewer} && too_many.rfind("none", 0) != 0;
@@ -73,7 +73,7 @@ ProbeResult probe_debugging(const CaseSpec& spec) {
     const std::vector<double> host = pe::numpy_asarray(args[0].leaf());
     return pe::Tree(pe::full({}, host.front(), pe::DType::f32));
   });
-  const std::string numpy_error = jax_part(error_of([&] { numpy_inside({pe::Tree(x)}); }));
+  const std::string numpy_error = jax_quote(error_of([&] { numpy_inside({pe::Tree(x)}); }));
   // What "Abstract tracer value encountered" belongs to: a traced value used as a concrete one
   // (float(x), if x > 0), here the loss's value read while tracing.
   const pe::Jitted concrete_inside = pe::jit([&](const std::vector<pe::Tree>& args) {
@@ -106,7 +106,7 @@ ProbeResult probe_debugging(const CaseSpec& spec) {
 
   ProbeResult result;
   result.figures.set_text("numpy_error", numpy_error);
-  result.figures.set_text("concrete_error", concrete_error.substr(0, concrete_error.find(':')));
+  result.figures.set_text("concrete_error", jax_quote(concrete_error));
   result.figures.set("calls", kCalls);
   result.figures.set("host_prints", host_prints);
   result.figures.set_text("host_print_saw", host_saw);

@@ -114,6 +114,13 @@ std::optional<std::string> run_mapped_step(const CaseSpec& spec, const EnginePro
 // The JAX part of an engine error: the text before the engine's own hint, which follows JAX's
 // text as " (pmap_engine: ...)"; the whole text when there is none.
 std::string jax_part(const std::string& engine_error);
+// JAX's text as a fact-check quotes it: jax_part, and where JAX's own message goes on with what
+// the engine cannot reproduce (the Python source line, the function being traced), JAX's fixed
+// words up to there and "…" marking the rest: "... should evenly divide the shape). This error
+// occurs at source: …" for jit's divisibility check at jax-v0.11.0, "... traced array with
+// shape float32[64,784]…" for NumPy on a tracer, "Abstract tracer value encountered where
+// concrete value is expected: …". Any other text is jax_part's.
+std::string jax_quote(const std::string& engine_error);
 // What an error program's case quotes besides the error itself (error_figures.cpp): for
 // batch-65-on-8 the error a leading 64 raises and what DistributedSampler does with 65 samples;
 // nothing for the others.

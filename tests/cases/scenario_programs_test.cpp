@@ -390,6 +390,39 @@ TEST(ClaimProbes, PmapMapsAShorterLeadingAxisOntoTheFirstDevices) {
   EXPECT_EQ(probe.figures.formatted("loss_type"), "f32[4]");
   EXPECT_NE(probe.figures.formatted("error_over")->find("dimension size is 9"), std::string::npos)
       << *probe.figures.formatted("error_over");
+  // jax-v0.11.0 jax/_src/pjit.py pjit_check_aval_sharding goes on with the Python source line,
+  // which the quote marks as left out.
+  const std::string over = *probe.figures.formatted("error_over");
+  const std::string tail = "should evenly divide the shape). This error occurs at source: …";
+  EXPECT_TRUE(over.size() >= tail.size() && over.compare(over.size() - tail.size(), tail.size(),
+                                                          tail) == 0)
+      << over;
+}
+
+// A quote of JAX's text is JAX's words only: the engine's note in parentheses is cut off, and
+// where JAX's message goes on with what the engine cannot write (the Python source line, the
+// function being traced) an ellipsis says so. jax-v0.4.38's jit divisibility text ends where
+// the engine's does.
+TEST(ScenarioPrograms, AJaxQuoteMarksWhatJaxGoesOnToSay) {
+  EXPECT_EQ(jax_quote("unbound axis name: devices (pmap_engine: raised by pmean; ...)"),
+            "unbound axis name: devices");
+  EXPECT_EQ(jax_quote("One of pjit arguments was given the sharding S implies that array axis 0 "
+                      "is partitioned 8 times, but the dimension size is 9 (...). (pmap_engine: "
+                      "hint)"),
+            "One of pjit arguments was given the sharding S implies that array axis 0 is "
+            "partitioned 8 times, but the dimension size is 9 (...). This error occurs at "
+            "source: …");
+  const std::string old_text =
+      "One of pjit arguments was given the sharding of S, which implies that the global size of "
+      "its dimension 0 should be divisible by 8, but it is equal to 9 (full shape: (9,))";
+  EXPECT_EQ(jax_quote(old_text), old_text);
+  EXPECT_EQ(jax_quote("The numpy.ndarray conversion method __array__() was called on traced "
+                      "array with shape float32[2] (pmap_engine: hint)"),
+            "The numpy.ndarray conversion method __array__() was called on traced array with "
+            "shape float32[2]…");
+  EXPECT_EQ(jax_quote("Abstract tracer value encountered where concrete value is expected: the "
+                      "engine's words"),
+            "Abstract tracer value encountered where concrete value is expected: …");
 }
 
 // 001 §4.2-4.3: np.sin on a tracer raises TracerArrayConversionError (jax/_src/core.py
@@ -403,9 +436,9 @@ TEST(ClaimProbes, DebuggingInsideJitBehavesAsJaxDoes) {
   EXPECT_TRUE(probe.as_expected) << probe.observed;
   EXPECT_EQ(probe.figures.formatted("numpy_error"),
             "The numpy.ndarray conversion method __array__() was called on traced array with "
-            "shape float32[16,784]");
+            "shape float32[16,784]…");
   EXPECT_EQ(probe.figures.formatted("concrete_error"),
-            "Abstract tracer value encountered where concrete value is expected");
+            "Abstract tracer value encountered where concrete value is expected: …");
   EXPECT_EQ(probe.figures.number("host_prints"), 1);
   EXPECT_EQ(probe.figures.number("debug_print_lines"), 3);
   EXPECT_EQ(probe.figures.formatted("host_print_saw"), "a tracer of f32[]");
