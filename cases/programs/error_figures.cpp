@@ -64,6 +64,8 @@ ObservedFigures error_program_figures(const CaseSpec& spec) {
   options.shuffle = false;
   const DistributedSampler sampler(options);
   figures.set("sampler_per_rank", static_cast<double>(sampler.num_samples()));
+  figures.set("sampler_total", static_cast<double>(sampler.total_size()));
+  // Repeated in all, over the ranks together (not per rank): total_size - the samples fed.
   figures.set("sampler_repeated", static_cast<double>(sampler.total_size() - kFed));
   return figures;
 }

@@ -352,8 +352,9 @@ TEST(ScenarioPrograms, ProbesSeeWhatJaxDoes) {
 }
 
 // P6's fact-check quotes what a leading 64 raises and what DistributedSampler does with 65
-// samples on 8 ranks: ceil(65 / 8) = 9 per rank, 9 * 8 - 65 = 7 repeated (torch's
-// DistributedSampler pads to num_samples * num_replicas). A leading 64 is no batch of 64 either:
+// samples on 8 ranks: ceil(65 / 8) = 9 per rank, 72 in all, so 9 * 8 - 65 = 7 repeated in all,
+// not per rank (torch's DistributedSampler pads to num_samples * num_replicas). A leading 64 is
+// no batch of 64 either:
 // at jax-v0.11.0 pmap reshapes each device's block (8, 1, 784) and lax.squeeze refuses axis 0
 // (jax/_src/lax/lax.py _compute_squeeze_shape); at jax-v0.4.38 it asks for 64 devices
 // (interpreters/pxla.py UnloadedPmapExecutable.from_hlo).
@@ -364,6 +365,7 @@ TEST(ScenarioPrograms, P6sFiguresAreTheLeading64sErrorAndTheSamplersPadding) {
   EXPECT_EQ(figures.number("leading_axis"), 65);
   EXPECT_EQ(figures.number("leading_axis_below"), 64);
   EXPECT_EQ(figures.number("sampler_per_rank"), 9);
+  EXPECT_EQ(figures.number("sampler_total"), 72);
   EXPECT_EQ(figures.number("sampler_repeated"), 7);
   EXPECT_NE(figures.formatted("error_below")->find("cannot select an axis to squeeze out which "
                                                    "has size not equal to one"),
