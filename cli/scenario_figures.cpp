@@ -28,6 +28,27 @@ void add_mean_abs_change(ObservedFigures& figures, const std::string& name,
   figures.set(name + ".mean_abs_change", total / static_cast<double>(values.size() - 1));
 }
 
+// The offset loss_b - loss_a over the steps: at the first and the last, and how far it strays
+// from its mean (max |gap - mean|), also as a percentage of the first step's gap. A loss
+// offset that is nearly constant (M11's label smoothing) is told by a small spread.
+void add_loss_gap(ObservedFigures& figures, const StepSeries& series) {
+  std::vector<double> gaps;
+  for (size_t i = 0; i < series.loss_a.size() && i < series.loss_b.size(); ++i) {
+    const double gap = series.loss_b[i] - series.loss_a[i];
+    if (std::isfinite(gap)) gaps.push_back(gap);
+  }
+  if (gaps.empty()) return;
+  add_first_and_last(figures, "loss_gap", gaps);
+  double mean = 0;
+  for (const double gap : gaps) mean += gap;
+  mean /= static_cast<double>(gaps.size());
+  double spread = 0;
+  for (const double gap : gaps) spread = std::max(spread, std::abs(gap - mean));
+  figures.set("loss_gap.mean", mean);
+  figures.set("loss_gap.spread", spread);
+  if (gaps.front() != 0) figures.set("loss_gap.spread_pct", 100 * spread / std::abs(gaps.front()));
+}
+
 void add_series(ObservedFigures& figures, const StepSeries& series) {
   figures.set("steps", static_cast<double>(series.steps.size()));
   add_first_and_last(figures, "loss_a", series.loss_a);
@@ -37,6 +58,7 @@ void add_series(ObservedFigures& figures, const StepSeries& series) {
     loss_ratio.push_back(series.loss_a[i] / series.loss_b[i]);
   }
   add_first_and_last(figures, "loss_ratio", loss_ratio);
+  add_loss_gap(figures, series);
   add_mean_abs_change(figures, "loss_a", series.loss_a);
   add_mean_abs_change(figures, "loss_b", series.loss_b);
   add_first_and_last(figures, "grad_norm_ratio", series.grad_norm_ratio);

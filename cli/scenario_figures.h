@@ -7,6 +7,9 @@
 //   first_failing_step                     the first step any failing check failed at
 //   loss_a.first, loss_a.last, loss_b.*    run A's (the engine's) and run B's mean loss
 //   loss_ratio.first, .last                loss A / loss B
+//   loss_gap.first, .last, .mean           loss B - loss A over the steps (finite ones)
+//   loss_gap.spread, .spread_pct           max |gap - mean gap|, and that as a percentage of
+//                                          |loss_gap.first|: how nearly constant the offset is
 //   loss_a.mean_abs_change, loss_b.*       the mean |loss(t+1) - loss(t)|: how it oscillates
 //   grad_norm_ratio.first, .last, .max     gradient norm A / B (recorded per step)
 //   grad_norm_ratio.step_N                 at each step N the series holds

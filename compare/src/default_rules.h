@@ -25,9 +25,10 @@
 //                               RMSprop denominator, decay or eps placement solved apart
 //   M10 Adagrad defaults        ... over sqrt(g0^2 + g1^2 + c), the floors c (start + eps
 //                               inside the root) apart
-//   M11 label smoothing form    the losses apart by a constant from the first step, H(q) of
-//                               the Flax examples' targets at an eps solved from it; the
-//                               logits layer's bias gradients apart by the targets' difference
+//   M11 label smoothing form    the losses apart from the first step by a nearly constant
+//                               offset (within 15% of it), H(q) of the Flax examples' targets
+//                               at an eps solved from it; the logits layer's bias gradients
+//                               apart by the targets' difference
 //   M13 clipping placement      the averaged gradients' norms before clipping agree, the applied
 //                               gradients point apart and one is shorter than the mean
 //   M14 normalisation variance  the first layer output that parts is a batch_norm or
