@@ -3,9 +3,11 @@
 // values. Outputs carry a device axis (out_axes 0, or another position) or are one value that
 // is the same on every device (out_axes None, checked bit for bit).
 //
-// As in JAX >= 0.8 (jax/_src/pmap.py), pmap is shard_map on a one-axis mesh of the first
-// axis-size devices: in_axes k becomes PartitionSpec(None, ..., axis_name) with axis_name at
-// position k, the mapped dimension squeezed inside; out_axes likewise; check_vma=False.
+// As in JAX >= 0.8.0 (jax_pmap_shmap_merge, on by default from jax-v0.8.0; the code in
+// jax/_src/shard_map.py at jax-v0.8.0, in jax/_src/pmap.py from jax-v0.8.1), pmap is shard_map
+// on a one-axis mesh of the first axis-size devices: in_axes k becomes
+// PartitionSpec(None, ..., axis_name) with axis_name at position k, the mapped dimension
+// squeezed inside; out_axes likewise; check_vma=False.
 #pragma once
 
 #include <optional>

@@ -3,7 +3,8 @@
 // block of it (PartitionSpec in_specs), collectives over the mesh's axis names combine the
 // blocks, and the outputs' blocks are assembled into global arrays (out_specs).
 //
-// pmap is this transformation on a one-axis mesh (jax/_src/pmap.py, JAX >= 0.8: Mesh(devices,
+// pmap is this transformation on a one-axis mesh (JAX's default since jax-v0.8.0, where the
+// code is in jax/_src/shard_map.py, in jax/_src/pmap.py from jax-v0.8.1: Mesh(devices,
 // (axis_name,)), in_specs from in_axes, check_vma=False); pmap.cpp builds on the same mapped
 // call (runtime/mapped_call.h).
 //

@@ -7,9 +7,10 @@
 //                 block index along a dimension is its coordinates on that entry's axes read
 //                 as a mixed-radix number, first axis most significant (P(('x','y')): x*|y|+y).
 //   squeezed dim  pmap's mapped dimension: its block has size 1 and the function sees the
-//                 block without it (jax/_src/pmap.py _handle_reshapes squeezes it inside the
-//                 traced function; the engine drops it at the boundary, so the printed program
-//                 is pmap's per-device program with no squeeze equations).
+//                 block without it (jax-v0.11.0 jax/_src/pmap.py: _cached_shard_map's _fun
+//                 squeezes it inside the traced function; the engine drops it at the
+//                 boundary, so the printed program is pmap's per-device program with no
+//                 squeeze equations).
 #pragma once
 
 #include <optional>
