@@ -96,6 +96,41 @@ TEST(CliRunLayers, CnnFmnistIsEquivalentOnTheAvx2Kernels) {
 // gradients find the key biases without gradient signal (below 2^-24 of the largest at both
 // recorded steps, compare/src/gradient_signal.h): they are listed, not judged, on any CPU;
 // every other tensor agrees within the f32 tolerance.
+// Residuals whose layers hold no parameters (x + relu(x), and one nested in another): Flax
+// names them but leaves them out of the params tree (flax/core/scope.py,
+// Scope._mutable_collection), and both producers train the model from one init file.
+TEST(CliRunLayers, ResidualsWithoutParametersTrainEquivalentlyOnBothProducers) {
+  testing::TempDir dir;
+  testing::write_bytes(dir.path("residual-relu.toml"), R"([model]
+input = [784]
+loss = "softmax_cross_entropy"
+layers = [
+  { kind = "dense", features = 32 },
+  { kind = "residual", layers = [{ kind = "relu" }] },
+  { kind = "residual", layers = [{ kind = "residual", layers = [{ kind = "tanh" }] }] },
+  { kind = "dense", features = 10 },
+]
+[parallel]
+replicas = 2
+[train]
+steps = 3
+record_steps = [0, 2]
+[init]
+scheme = "flax"
+)");
+  const auto run = run_command(fmt::format("{} run {} --out {}", kParity,
+                                           shell_quote(dir.path("residual-relu.toml").string()),
+                                           shell_quote(dir.path("out").string())),
+                               600);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("parity: EQUIVALENT"));
+  const nlohmann::json report =
+      nlohmann::json::parse(testing::read_bytes(dir.path("out/residual-relu/report/report.json")));
+  EXPECT_EQ(report.at("verdict"), "equivalent");
+  // Dense_0 and Dense_1, a kernel and a bias each, at 2 steps.
+  EXPECT_EQ(figure(checks_by_id(report), "parameters", "tensors_compared"), 8);
+}
+
 TEST(CliRunLayers, VitFmnistEngineAndDdpAreEquivalent) {
   testing::TempDir out;
   // 3 steps of 8 replicas x 8 samples, tensors recorded after the first and the last step.
