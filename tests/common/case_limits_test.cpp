@@ -139,11 +139,14 @@ class LayersCase : public testing::TempDir {
   }
 };
 
+// A 4-feature SAME conv on the images, then a dense head.
+const char* const kSmallConvNet = R"(
+    { kind = "conv", features = 4, kernel = [3, 3], padding = "SAME" },
+    { kind = "relu" }, { kind = "flatten" }, { kind = "dense", features = 10 })";
+
 TEST(CaseMemory, ALayersModelIsEstimatedLayerByLayer) {
   LayersCase dir;
-  const CaseSpec spec = load_case(dir.write("[28, 28, 1]", R"(
-    { kind = "conv", features = 4, kernel = [3, 3], padding = "SAME" },
-    { kind = "relu" }, { kind = "flatten" }, { kind = "dense", features = 10 })"));
+  const CaseSpec spec = load_case(dir.write("[28, 28, 1]", kSmallConvNet));
   const CaseMemoryEstimate estimate = estimate_case_memory(spec);
   // By hand: conv 3*3*1*4 + 4 = 40; dense 3136*10 + 10 = 31370.
   EXPECT_EQ(estimate.parameter_count, 40 + 31370);
@@ -183,9 +186,7 @@ TEST(CaseLimits, AConvPaddedBy100000IsRefusedNamingTheLayer) {
 
 TEST(CaseCompute, TheOperationsAreCountedLayerByLayer) {
   LayersCase dir;
-  const CaseSpec spec = load_case(dir.write("[28, 28, 1]", R"(
-    { kind = "conv", features = 4, kernel = [3, 3], padding = "SAME" },
-    { kind = "relu" }, { kind = "flatten" }, { kind = "dense", features = 10 })"));
+  const CaseSpec spec = load_case(dir.write("[28, 28, 1]", kSmallConvNet));
   const CaseComputeEstimate estimate = estimate_case_compute(spec);
   // conv: 2 x (28*28*4 outputs) x (3*3*1 multiply-adds each); relu and flatten one per value;
   // dense 2 x 3136 x 10.

@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <ostream>
 #include <string>
+#include <vector>
 
 #include "command.h"
 #include "test_files.h"
@@ -37,125 +39,114 @@ std::string layers_case(const std::string& input, const std::string& layers,
       input, layers, extra);
 }
 
-class CaseLimitsFaults : public ::testing::Test {
- protected:
-  // `parity ARGUMENTS` with the case `text` written to CASE.toml (ARGUMENTS' "{case}").
-  testing::CommandResult parity(const std::string& arguments, const std::string& text) {
-    const fs::path file = dir_.path("hostile.toml");
-    testing::write_bytes(file, text);
-    return run_command(
-        fmt::format(
-            "{} {}", kParity,
-            fmt::format(fmt::runtime(arguments), fmt::arg("case", shell_quote(file.string())),
-                        fmt::arg("out", shell_quote(dir_.path("out").string())))),
-        kLimitSeconds);
-  }
+std::string relu_layers(int count) {
+  std::string layers;
+  for (int i = 0; i < count; ++i) layers += "{ kind = \"relu\" },\n";
+  return layers;
+}
 
-  testing::TempDir dir_;
+// One hostile input: the parity command (its "{case}" the case text written to a file, "{out}"
+// a fresh output folder), and what its error must say.
+struct HostileCase {
+  std::string name;
+  std::string arguments;
+  std::string text;                   // the case file; empty for a shipped case named in arguments
+  std::vector<std::string> messages;  // each in the output
 };
 
-TEST_F(CaseLimitsFaults, ADenseLayerOf4e8FeaturesIsRefusedByTheMemoryEstimate) {
+std::ostream& operator<<(std::ostream& out, const HostileCase& hostile) {
+  return out << hostile.name;
+}
+
+class CaseLimitsFaults : public ::testing::TestWithParam<HostileCase> {};
+
+TEST_P(CaseLimitsFaults, AreRefusedWithExit2NamingTheFix) {
+  testing::TempDir dir;
+  const fs::path file = dir.path("hostile.toml");
+  testing::write_bytes(file, GetParam().text);
   const auto result =
-      parity("program {case}", layers_case("[784]",
-                                           "{ kind = \"dense\", features = 400000000 },\n"
-                                           "{ kind = \"dense\", features = 10 }"));
+      run_command(fmt::format("{} {}", kParity,
+                              fmt::format(fmt::runtime(GetParam().arguments),
+                                          fmt::arg("case", shell_quote(file.string())),
+                                          fmt::arg("out", shell_quote(dir.path("out").string())))),
+                  kLimitSeconds);
   EXPECT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_THAT(result.output, HasSubstr("needs at least"));
-  EXPECT_THAT(result.output, HasSubstr("TiB of memory"));
-  EXPECT_THAT(result.output, HasSubstr("the largest layer, model.layers[0] (dense at"));
-  EXPECT_THAT(result.output, HasSubstr("use fewer features"));
-}
-
-TEST_F(CaseLimitsFaults, FeaturesBeyondInt32AreRefusedAsAKeysBound) {
-  const auto result =
-      parity("pmap {case} --out {out}",
-             layers_case("[784]", "{ kind = \"dense\", features = 9223372036854775807 }"));
-  EXPECT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_THAT(result.output,
-              HasSubstr("model.layers[0].features: expected an integer in [1, 2147483647]"));
-}
-
-TEST_F(CaseLimitsFaults, AConvPaddedBy100000IsRefusedBeforeDdpRefAsksForTerabytes) {
-  const auto result = parity(
-      "ddp {case} --out {out}",
-      layers_case("[28, 28, 1]",
-                  "{ kind = \"conv\", features = 16, kernel = [3, 3], padding = [[100000, 100000], "
-                  "[100000, 100000]] },\n{ kind = \"global_avg_pool\" },\n"
-                  "{ kind = \"dense\", features = 10 }"));
-  EXPECT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_THAT(result.output, HasSubstr("the largest layer, model.layers[0] (conv at"));
-  EXPECT_THAT(result.output, HasSubstr("less padding"));
-}
-
-TEST_F(CaseLimitsFaults, TwoHundredThousandLayersAreRefusedBeforeTheirShapesAreInferred) {
-  std::string layers;
-  for (int i = 0; i < 200000; ++i) layers += "{ kind = \"relu\" },\n";
-  const auto result = parity("program {case}",
-                             layers_case("[784]", layers + "{ kind = \"dense\", features = 10 }"));
-  EXPECT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_THAT(result.output, HasSubstr("model.layers: 200001 layers (those inside residuals "
-                                       "counted), more than the 1024"));
-  EXPECT_THAT(result.output, HasSubstr("use at most 1024 layers"));
-}
-
-TEST_F(CaseLimitsFaults, ShardedProgramsOfADropoutCaseAreRefusedUpFront) {
-  const auto result =
-      run_command(fmt::format("{} program mlp-fmnist-dropout --sharded", kParity), kLimitSeconds);
-  EXPECT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_THAT(result.output, HasSubstr("--sharded shows case mlp-fmnist-dropout under "
-                                       "parallel.style = \"jit-dp\", which it cannot train"));
-  EXPECT_THAT(result.output, HasSubstr("one dropout mask for the global batch"));
-  EXPECT_THAT(result.output, HasSubstr("without --sharded"));
+  for (const std::string& message : GetParam().messages) {
+    EXPECT_THAT(result.output, HasSubstr(message));
+  }
   EXPECT_THAT(result.output, Not(HasSubstr("internal")));
+  EXPECT_FALSE(fs::exists(dir.path("out"))) << "no producer should have started";
 }
 
-TEST_F(CaseLimitsFaults, ACasePathThatLoopsIsNamedWithTheReason) {
-  const fs::path a = dir_.path("a.toml");
-  const fs::path b = dir_.path("b.toml");
-  fs::create_symlink(b, a);
-  fs::create_symlink(a, b);
+INSTANTIATE_TEST_SUITE_P(
+    Inputs, CaseLimitsFaults,
+    ::testing::Values(
+        HostileCase{"ADenseLayerOf4e8Features",
+                    "program {case}",
+                    layers_case("[784]",
+                                "{ kind = \"dense\", features = 400000000 },\n"
+                                "{ kind = \"dense\", features = 10 }"),
+                    {"needs at least", "TiB of memory",
+                     "the largest layer, model.layers[0] (dense at", "use fewer features"}},
+        HostileCase{"FeaturesBeyondInt32",
+                    "pmap {case} --out {out}",
+                    layers_case("[784]", "{ kind = \"dense\", features = 9223372036854775807 }"),
+                    {"model.layers[0].features: expected an integer in [1, 2147483647]"}},
+        HostileCase{"AConvPaddedBy100000",
+                    "ddp {case} --out {out}",
+                    layers_case("[28, 28, 1]",
+                                "{ kind = \"conv\", features = 16, kernel = [3, 3], padding = "
+                                "[[100000, 100000], [100000, 100000]] },\n"
+                                "{ kind = \"global_avg_pool\" },\n"
+                                "{ kind = \"dense\", features = 10 }"),
+                    {"the largest layer, model.layers[0] (conv at", "less padding"}},
+        HostileCase{
+            "TwoHundredThousandLayers",
+            "program {case}",
+            layers_case("[784]", relu_layers(200000) + "{ kind = \"dense\", features = 10 }"),
+            {"model.layers: 200001 layers (those inside residuals counted), more than "
+             "the 1024",
+             "use at most 1024 layers"}},
+        HostileCase{"ShardedProgramsOfADropoutCase",
+                    "program mlp-fmnist-dropout --sharded",
+                    "",
+                    {"--sharded shows case mlp-fmnist-dropout under parallel.style = "
+                     "\"jit-dp\", which it cannot train",
+                     "one dropout mask for the global batch", "without --sharded"}},
+        HostileCase{"BatchNormOnTokens",
+                    "ddp {case} --out {out}",
+                    layers_case("[28, 28, 1]",
+                                "{ kind = \"patch_embed\", patch = [7, 7], features = 8 },\n"
+                                "{ kind = \"batch_norm\", momentum = 0.9, epsilon = 1e-5 },\n"
+                                "{ kind = \"mean_tokens\" },\n{ kind = \"dense\", features = 10 }"),
+                    {"model.layers[1]: batch_norm at", "use layer_norm on tokens"}},
+        HostileCase{"PmapWithDropoutInTwoProcesses",
+                    "pmap mlp-fmnist-dropout --nproc 2 --set parallel.processes=2 --out {out}",
+                    "",
+                    {"parallel.processes: with dropout the engine records the masks of one "
+                     "process's devices only",
+                     "set parallel.processes = 1"}},
+        HostileCase{"ASecondClassToken",
+                    "program {case}",
+                    layers_case("[28, 28, 1]",
+                                "{ kind = \"patch_embed\", patch = [7, 7], features = 8 },\n"
+                                "{ kind = \"class_token\" },\n{ kind = \"class_token\" },\n"
+                                "{ kind = \"take_class_token\" },\n"
+                                "{ kind = \"dense\", features = 10 }"),
+                    {"model.layers[2]: class_token at", "the first is model.layers[1]",
+                     "keep one class_token"}}),
+    [](const ::testing::TestParamInfo<HostileCase>& row) { return row.param.name; });
+
+TEST(CaseLimitsFaultsPaths, ACasePathThatLoopsIsNamedWithTheReason) {
+  testing::TempDir dir;
+  const fs::path a = dir.path("a.toml");
+  fs::create_symlink(dir.path("b.toml"), a);
+  fs::create_symlink(a, dir.path("b.toml"));
   const auto result =
       run_command(fmt::format("{} program {}", kParity, shell_quote(a.string())), kLimitSeconds);
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_THAT(result.output, HasSubstr("case file " + a.string() + " cannot be read"));
   EXPECT_THAT(result.output, HasSubstr("symbolic links"));
-}
-
-TEST_F(CaseLimitsFaults, BatchNormOnTokensIsRefusedBeforeDdpRefBuildsIt) {
-  const auto result =
-      parity("ddp {case} --out {out}",
-             layers_case("[28, 28, 1]",
-                         "{ kind = \"patch_embed\", patch = [7, 7], features = 8 },\n"
-                         "{ kind = \"batch_norm\", momentum = 0.9, epsilon = 1e-5 },\n"
-                         "{ kind = \"mean_tokens\" },\n{ kind = \"dense\", features = 10 }"));
-  EXPECT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_THAT(result.output, HasSubstr("model.layers[1]: batch_norm at"));
-  EXPECT_THAT(result.output, HasSubstr("use layer_norm on tokens"));
-}
-
-TEST_F(CaseLimitsFaults, PmapWithDropoutInTwoProcessesIsRefusedBeforeTheWorkersStart) {
-  const auto result = run_command(
-      fmt::format("{} pmap mlp-fmnist-dropout --nproc 2 --set parallel.processes=2 --out {}",
-                  kParity, shell_quote(dir_.path("out").string())),
-      kLimitSeconds);
-  EXPECT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_THAT(result.output, HasSubstr("parallel.processes: with dropout the engine records the "
-                                       "masks of one process's devices only"));
-  EXPECT_THAT(result.output, HasSubstr("set parallel.processes = 1"));
-  EXPECT_FALSE(fs::exists(dir_.path("out"))) << "no worker should have started";
-}
-
-TEST_F(CaseLimitsFaults, ASecondClassTokenIsRefused) {
-  const auto result =
-      parity("program {case}",
-             layers_case("[28, 28, 1]",
-                         "{ kind = \"patch_embed\", patch = [7, 7], features = 8 },\n"
-                         "{ kind = \"class_token\" },\n{ kind = \"class_token\" },\n"
-                         "{ kind = \"take_class_token\" },\n{ kind = \"dense\", features = 10 }"));
-  EXPECT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_THAT(result.output, HasSubstr("model.layers[2]: class_token at"));
-  EXPECT_THAT(result.output, HasSubstr("the first is model.layers[1]"));
-  EXPECT_THAT(result.output, HasSubstr("keep one class_token"));
 }
 
 }  // namespace
