@@ -10,6 +10,7 @@
 #include "mlp_program.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/engine_programs.h"
+#include "parity/common/error.h"
 #include "parity/engine_trainer/engine_trainer.h"
 #include "parity/engine_trainer/mapped_train_step.h"
 #include "pmap_engine/ops.h"
@@ -119,22 +120,41 @@ void print_mapped_program(const CaseSpec& spec) {
                              stats.peak_bytes_per_device, stats.peak_footprint_bytes_per_device);
 }
 
-// --sharded: the jit step partitioned over the case's parallel.replicas devices, for the
-// case's jit style, or for both when the case trains under pmap: every value's sharding, the
-// per-device program with its collectives, then what one step held per device.
-void print_sharded_programs(const CaseSpec& spec) {
-  const std::vector<std::string> styles =
-      spec.parallel.style == "pmap" ? std::vector<std::string>{"jit-dp", "jit-fsdp"}
-                                    : std::vector<std::string>{spec.parallel.style};
-  const int64_t devices = spec.parallel.replicas;
-  for (const std::string& style : styles) {
-    CaseSpec styled = spec;
-    styled.parallel.style = style;
+// The case under each jit style --sharded shows: its own, or both when it trains under pmap,
+// each loaded with that style so that the case checker refuses, before any program is printed,
+// what a jit style cannot train (dropout, BatchNorm, ...: case_checker.cpp, check_jit_style).
+std::vector<CaseSpec> sharded_cases(const std::string& case_name,
+                                    const std::vector<std::string>& overrides,
+                                    const CaseSpec& spec) {
+  if (spec.parallel.style != "pmap") return {spec};
+  std::vector<CaseSpec> styled;
+  for (const char* style : {"jit-dp", "jit-fsdp"}) {
+    std::vector<std::string> with_style = overrides;
+    with_style.push_back(std::string("parallel.style=") + style);
+    try {
+      styled.push_back(load_case(case_name, with_style));
+    } catch (const InputError& error) {
+      throw InputError(fmt::format(
+          "--sharded shows case {} under parallel.style = \"{}\", which it cannot train: {}; "
+          "run parity program without --sharded for its pmap program",
+          spec.name, style, error.what()));
+    }
+  }
+  return styled;
+}
+
+// --sharded: the jit step partitioned over the case's parallel.replicas devices, for each of
+// sharded_cases: every value's sharding, the per-device program with its collectives, then what
+// one step held per device.
+void print_sharded_programs(const std::vector<CaseSpec>& cases) {
+  for (const CaseSpec& styled : cases) {
+    const std::string& style = styled.parallel.style;
+    const int64_t devices = styled.parallel.replicas;
     const engine_trainer::MappedTrainStep step = make_step(styled, devices);
     std::vector<pe::Tree> args = mapped_step_arguments(styled, step.layout(), devices);
     const engine_trainer::DeviceStateBytes held = step.device_state_bytes(args[0], args[1]);
-    std::cout << fmt::format("# case {}, parallel.style = \"{}\", {} devices\n", spec.name,
-                             style, devices)
+    std::cout << fmt::format("# case {}, parallel.style = \"{}\", {} devices\n", styled.name, style,
+                             devices)
               << step.partitioned_program_text(args);
     step(std::move(args));
     const pe::MappedExecutionStats stats = step.last_execution();
@@ -170,7 +190,7 @@ void register_program_command(CLI::App& app) {
     const CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
     const pe::ScopedJaxRelease release = cases::case_jax_release(spec);
     if (arguments->sharded) {
-      print_sharded_programs(spec);
+      print_sharded_programs(sharded_cases(arguments->case_name, arguments->overrides, spec));
       return;
     }
     // A widths model's step is seed 002's jitted one, unless what it does happens across the

@@ -34,7 +34,6 @@
 #include "parity/common/error.h"
 #include "parity/common/flax_rng.h"
 #include "parity/common/layer_intermediates.h"
-#include "parity/common/layer_search.h"
 #include "parity/common/model_layers.h"
 #include "pmap_engine/linen.h"
 #include "pmap_engine/ops.h"
@@ -68,8 +67,11 @@ struct Scope {
   std::vector<std::string> path;
 };
 
-// The collection entry of a submodule that may have none (a residual without BatchNorm has no
-// "batch_stats").
+// The collection entry of a submodule that may have none: a residual without BatchNorm has no
+// "batch_stats", one whose layers hold no parameters (x + relu(x)) no "params". Flax creates a
+// submodule's entry in a collection only when it writes a variable there
+// (flax/core/scope.py, Scope._mutable_collection), and reads an absent one as empty
+// (Scope._collection), so model.init leaves such a residual out of the tree.
 const pe::Tree& entry_or_empty(const pe::Tree& collection, const std::string& name) {
   static const pe::Tree empty = pe::Tree::dict({});
   const auto& entries = collection.entries();
@@ -163,7 +165,7 @@ class LayerApplier {
     if (kind == "pos_embed") return x + scope.params[name]["pos_embedding"].leaf();
     if (kind == "attention") {
       pe::linen::AttentionOptions options;
-      options.deterministic = true;  // rate 0 (require_trainable_layers), or evaluation
+      options.deterministic = true;  // rate 0 (the case checker refuses others), or evaluation
       return pe::linen::multi_head_self_attention(x, scope.params[name], layer.heads, options);
     }
     if (kind == "mean_tokens") return pe::mean(x, {1});
@@ -221,7 +223,10 @@ class LayerApplier {
                      const std::string& name, const std::string& path) const {
     std::vector<std::string> module_path = scope.path;
     module_path.push_back(name);
-    Scope inner{scope.params[name], entry_or_empty(scope.batch_stats, name), {}, module_path};
+    Scope inner{entry_or_empty(scope.params, name),
+                entry_or_empty(scope.batch_stats, name),
+                {},
+                module_path};
     ModuleNamer namer;
     const pe::Array branch =
         apply_all(layer.layers, x, inner, namer, intermediate_branch_prefix(path));
@@ -253,39 +258,6 @@ class LayerApplier {
   const std::optional<pe::Array>& dropout_key_;
   std::map<std::string, pe::Tree>& draws_;
 };
-
-// Flax's attention draws its weight dropout inside dot_product_attention_weights, which the
-// step does not record; dropout layers after the attention are what ViT uses (vit_jax's
-// Encoder1DBlock).
-void require_no_attention_dropout(const CaseSpec& spec) {
-  const LayerSpec* layer = find_layer(spec.model.layers, [](const LayerSpec& candidate) {
-    return candidate.kind == "attention" && candidate.rate > 0;
-  });
-  if (layer == nullptr) return;
-  throw InputError(fmt::format(
-      "case {}: model.layers: attention at {} has rate {}; the engine does not model dropout on "
-      "the attention weights yet: set rate = 0 and put a dropout layer after the attention, as "
-      "ViT's encoder block does",
-      spec.name, layer->origin, layer->rate));
-}
-
-// Each step draws every device's masks in one process and records them; micro-batches would
-// need a key each, and other processes' masks would have to be gathered.
-void require_dropout_placement(const CaseSpec& spec) {
-  if (!has_dropout(spec.model)) return;
-  if (spec.train.grad_accum_steps > 1) {
-    throw InputError(fmt::format(
-        "case {}: dropout with train.grad_accum_steps = {}: the engine draws one mask per "
-        "step, not one per micro-batch, yet; set train.grad_accum_steps = 1",
-        spec.name, spec.train.grad_accum_steps));
-  }
-  if (spec.parallel.processes > 1) {
-    throw InputError(fmt::format(
-        "case {}: dropout with parallel.processes = {}: the engine records the masks of one "
-        "process's devices only, yet; set parallel.processes = 1",
-        spec.name, spec.parallel.processes));
-  }
-}
 
 }  // namespace
 
@@ -341,16 +313,5 @@ pe::TreeFunction layer_model_loss(const ModelSpec& model) {
 }
 
 bool has_dropout(const ModelSpec& model) { return !dropout_sites(model).empty(); }
-
-void require_trainable_layers(const CaseSpec& spec) {
-  require_no_attention_dropout(spec);
-  require_dropout_placement(spec);
-  if (spec.train.dtype != "f32") {
-    throw InputError(fmt::format(
-        "case {}: train.dtype = \"{}\": the engine's layer model trains in f32 only (mixed "
-        "precision is implemented for widths models); set train.dtype = \"f32\"",
-        spec.name, spec.train.dtype));
-  }
-}
 
 }  // namespace parity::cases

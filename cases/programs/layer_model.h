@@ -77,9 +77,4 @@ pe::TreeFunction layer_model_loss(const ModelSpec& model);
 // dropout_sites of parity/common/dropout_streams.h, which name dropout_draws' entries).
 bool has_dropout(const ModelSpec& model);
 
-// InputError, naming the layer or key and the fix, for a layers case the engine cannot train:
-// dropout on attention weights (attention rate above 0), dropout with train.grad_accum_steps > 1
-// or parallel.processes > 1, or a train.dtype other than f32.
-void require_trainable_layers(const CaseSpec& spec);
-
 }  // namespace parity::cases

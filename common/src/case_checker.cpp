@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <numeric>
 #include <type_traits>
 
 #include "case_writer.h"
@@ -9,6 +11,8 @@
 #include "parity/common/dropout_streams.h"
 #include "parity/common/engine_programs.h"
 #include "parity/common/error.h"
+#include "parity/common/layer_search.h"
+#include "parity/common/model_layers.h"
 #include "parity/common/observed_figures.h"
 
 namespace parity {
@@ -81,13 +85,18 @@ class CaseChecker {
                std::to_string(kMaxCaseSteps) + " batches a run may read",
            "use fewer steps or fewer micro-batches per step");
     }
-    const int64_t layers = static_cast<int64_t>(spec_.model.widths.size()) - 1;
+    // Before the model's shapes are inferred (check_model), which takes time per layer.
+    const int64_t layers = case_model_depth(spec_.model);
     if (layers > kMaxCaseLayers) {
-      fail(keys::kModelWidths,
-           std::to_string(layers) + " layers, more than the " + std::to_string(kMaxCaseLayers) +
+      const bool widths = spec_.model.layers.empty();
+      fail(widths ? keys::kModelWidths : keys::kModelLayers,
+           std::to_string(layers) + " layers" +
+               (widths ? "" : " (those inside residuals counted)") + ", more than the " +
+               std::to_string(kMaxCaseLayers) +
                " parity trains (the engine traces and runs one op group per layer, ddp_ref "
                "builds one module per layer)",
-           "use at most " + std::to_string(kMaxCaseLayers + 1) + " widths");
+           widths ? "use at most " + std::to_string(kMaxCaseLayers + 1) + " widths"
+                  : "use at most " + std::to_string(kMaxCaseLayers) + " layers");
     }
   }
 
@@ -132,12 +141,13 @@ class CaseChecker {
     }
     const Key& input = keys::kModelInput;
     if (spec_.model.input.empty()) fail(input, "is required with layers: " + input.help);
-    int64_t features = 1;
     for (int64_t size : spec_.model.input) {
       if (size < 1) fail(input, "expected sizes >= 1, found " + std::to_string(size));
-      features *= size;
     }
+    // Refuses an input of more than kMaxSampleElements values: the product below fits int64.
     const ModelShapes shapes = infer_model_shapes(spec_.model.layers, spec_.model.input);
+    const int64_t features = std::accumulate(spec_.model.input.begin(), spec_.model.input.end(),
+                                             int64_t{1}, std::multiplies<>());
     if (shapes.output.size() != 1) {
       fail(keys::kModelLayers,
            "the last layer gives one sample a shape of rank " +
@@ -146,6 +156,46 @@ class CaseChecker {
     }
     model_inputs_ = {&input, features, "the product of input"};
     model_outputs_ = {&keys::kModelLayers, shapes.output.front(), "the last layer's features"};
+    check_layers_trainable();
+  }
+
+  // What the producers' layer models do not train yet, refused here rather than when a run
+  // reaches them (cases/programs/layer_model.cpp, ddp_ref/src/layer_model.cpp).
+  void check_layers_trainable() {
+    if (spec_.train.dtype != "f32") {
+      fail(keys::kTrainDtype,
+           "a layers model trains in f32 only, on both producers (mixed precision is "
+           "implemented for widths models), found \"" +
+               spec_.train.dtype + "\"",
+           "set train.dtype = \"f32\", or give the model as widths");
+    }
+    // Flax's attention draws its weight dropout inside dot_product_attention_weights, which the
+    // engine's step does not record.
+    if (const LayerSpec* attention = find_layer(spec_.model.layers, [](const LayerSpec& layer) {
+          return layer.kind == "attention" && layer.rate > 0;
+        })) {
+      refuse_layer(*attention,
+                   "rate " + format_float(attention->rate) +
+                       ": the engine does not model dropout on the attention weights yet",
+                   "set rate = 0 and put a dropout layer after the attention, as ViT's encoder "
+                   "block does");
+    }
+    if (dropout_sites(spec_.model).empty()) return;
+    // Each step draws every device's masks in one process and records them: micro-batches
+    // would need a key each, and other processes' masks would have to be gathered.
+    if (spec_.train.grad_accum_steps > 1) {
+      fail(keys::kTrainGradAccumSteps,
+           "with dropout both producers draw one mask per step, not one per micro-batch, yet",
+           "set train.grad_accum_steps = 1, or remove the dropout layers");
+    }
+    if (spec_.parallel.processes > 1) {
+      fail(keys::kParallelProcesses,
+           "with dropout the engine records the masks of one process's devices only, yet, "
+           "found " +
+               std::to_string(spec_.parallel.processes) + " processes",
+           "set parallel.processes = 1 (the replicas run in one process), or remove the "
+           "dropout layers");
+    }
   }
 
   // Smoothing spreads probability over the classes of a softmax cross-entropy (always 10 here:

@@ -39,8 +39,8 @@ CaseSpec load_case(const std::string& name_or_path, const std::vector<std::strin
   CaseSpec spec = read_case(root, file, override_origins, origins);
   spec.source_file = file;
   check_case(spec, origins);
-  // Last: the estimate assumes the bounds above (case_limits.h) hold.
-  check_case_memory(spec, physical_memory_bytes());
+  // Last: the estimates assume the bounds above (case_limits.h) hold.
+  check_case_resources(spec);
   // The engine's case must load too: its overrides are checked now, each error naming the
   // entry's place in the file, not when a run reaches the engine.
   apply_engine_overrides(spec, engine_override_origins(spec, origins));

@@ -54,7 +54,7 @@ CaseSpec apply_engine_overrides(const CaseSpec& spec, const std::vector<Origin>&
   KeyOrigins origins(text_name);
   CaseSpec engine = read_case(root, text_name, override_origins, origins);
   check_case(engine, origins);
-  check_case_memory(engine, physical_memory_bytes());
+  check_case_resources(engine);
   engine.source_file = spec.source_file;
   return engine;
 }

@@ -69,6 +69,7 @@ class LayerReader {
     layer.kind = kind_node->as_string()->get();
     const Origin origin = origin_of_(node, path);
     layer.origin = describe(origin);
+    layer.place = path;
     const LayerKind* kind = find_layer_kind(layer.kind);
     if (kind == nullptr) {
       const std::string suggestion = did_you_mean(layer.kind, kind_names());
@@ -115,10 +116,13 @@ class LayerReader {
     if (name == "projection") layer.projection = list(value, path);
   }
 
+  // A size: at least `min`, at most kMaxLayerSize (what a layer may really ask for is the
+  // memory estimate's business, case_limits.h).
   int64_t integer(const toml::node& value, const std::string& path, int64_t min) {
     const std::optional<int64_t> number = value.value_exact<int64_t>();
-    if (!number || *number < min) {
-      fail_at(origin_of_(value, path), fmt::format("{}: expected an integer >= {}", path, min));
+    if (!number || *number < min || *number > kMaxLayerSize) {
+      fail_at(origin_of_(value, path),
+              fmt::format("{}: expected an integer in [{}, {}]", path, min, kMaxLayerSize));
     }
     return *number;
   }

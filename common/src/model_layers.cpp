@@ -15,10 +15,11 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
-[[noreturn]] void refuse(const LayerSpec& layer, const std::string& problem,
-                         const std::string& fix) {
-  throw InputError(
-      fmt::format("model.layers: {} at {}: {}; {}", layer.kind, layer.origin, problem, fix));
+// One sample's values in `shape`, as a double: the sizes' product can leave int64.
+double elements(const std::vector<int64_t>& shape) {
+  double product = 1;
+  for (int64_t size : shape) product *= static_cast<double>(size);
+  return product;
 }
 
 // One spatial output size of a window (conv or pool) as lax.padtype_to_pads and
@@ -32,20 +33,36 @@ int64_t window_output(const LayerSpec& layer, size_t axis, int64_t in) {
                              ? in
                              : in + layer.padding.pairs[axis][0] + layer.padding.pairs[axis][1];
   if (padded < window) {
-    refuse(layer,
-           fmt::format("its {}x{} window does not fit an input of {} along axis {} (padded: {})",
-                       layer.kernel[0], layer.kernel[1], in, axis, padded),
-           "use a smaller window, padding = \"SAME\", or fewer strided layers before it");
+    refuse_layer(
+        layer,
+        fmt::format("its {}x{} window does not fit an input of {} along axis {} (padded: {})",
+                    layer.kernel[0], layer.kernel[1], in, axis, padded),
+        "use a smaller window, padding = \"SAME\", or fewer strided layers before it");
   }
   return (padded - window) / stride + 1;
 }
 
 void require_tokens(const LayerSpec& layer, const std::vector<int64_t>& input) {
   if (input.size() != 2) {
-    refuse(layer,
-           fmt::format("it takes a sequence of tokens (tokens, features), found {}",
-                       shape_text(input)),
-           "put a patch_embed layer before it");
+    refuse_layer(layer,
+                 fmt::format("it takes a sequence of tokens (tokens, features), found {}",
+                             shape_text(input)),
+                 "put a patch_embed layer before it");
+  }
+}
+
+// Flax's BatchNorm on tokens (batch, tokens, features) normalises each feature over the batch
+// and the tokens; torch's BatchNorm1d takes (N, C, L) and would read the tokens as its
+// channels, so ddp_ref cannot build the same layer.
+void require_no_tokens(const LayerSpec& layer, const std::vector<int64_t>& input) {
+  if (input.size() == 2) {
+    refuse_layer(layer,
+                 fmt::format("it takes an image or a vector per sample, found tokens {} (torch's "
+                             "BatchNorm1d takes (batch, channels, length) and would read the "
+                             "tokens as channels, where Flax's BatchNorm normalises each "
+                             "feature over the batch and the tokens)",
+                             shape_text(input)),
+                 "use layer_norm on tokens (as ViT does), or batch_norm before patch_embed");
   }
 }
 
@@ -60,9 +77,10 @@ std::string divisors(int64_t size) {
 
 void require_image(const LayerSpec& layer, const std::vector<int64_t>& input) {
   if (input.size() != 3) {
-    refuse(layer,
-           fmt::format("it takes an image (height, width, channels), found {}", shape_text(input)),
-           "give [model] input = [height, width, channels] (for fashion-mnist [28, 28, 1])");
+    refuse_layer(
+        layer,
+        fmt::format("it takes an image (height, width, channels), found {}", shape_text(input)),
+        "give [model] input = [height, width, channels] (for fashion-mnist [28, 28, 1])");
   }
 }
 
@@ -73,7 +91,26 @@ class ShapeWalker {
 
   std::vector<int64_t> walk(const std::vector<LayerSpec>& layers, std::vector<int64_t> shape,
                             const std::string& scope, ModuleNamer& namer) {
-    for (const LayerSpec& layer : layers) shape = apply(layer, shape, scope, namer);
+    for (const LayerSpec& layer : layers) {
+      const size_t first_param = out_.params.size();
+      LayerShape record{&layer, shape, {}, 0};
+      shape = apply(layer, shape, scope, namer);
+      if (elements(shape) > kMaxSampleElements) {
+        refuse_layer(layer,
+                     fmt::format("it gives one sample {} ({:.3g} values), more than the 2^48 any "
+                                 "machine holds",
+                                 shape_text(shape), elements(shape)),
+                     "use fewer features, a smaller window or less padding");
+      }
+      // A residual's parameters are its layers', which have their own records.
+      if (layer.kind != "residual") {
+        for (size_t i = first_param; i < out_.params.size(); ++i) {
+          record.parameters += elements(out_.params[i].shape);
+        }
+      }
+      record.output = shape;
+      out_.layers.push_back(std::move(record));
+    }
     return shape;
   }
 
@@ -98,8 +135,10 @@ class ShapeWalker {
       require_image(layer, shape);
       shape = {shape[2]};
     } else if (kind == "flatten") {
+      // At most kMaxSampleElements (walk checked the input): no overflow.
       shape = {std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>())};
     } else if (kind == "batch_norm") {
+      require_no_tokens(layer, shape);
       out_.params.push_back({name + "/scale", {shape.back()}});
       out_.params.push_back({name + "/bias", {shape.back()}});
       out_.batch_stats.push_back({name + "/mean", {shape.back()}});
@@ -115,6 +154,16 @@ class ShapeWalker {
       // A parameter of the model itself, not a submodule, as google-research/vision_transformer's
       // VisionTransformer creates `cls`; prepended to the tokens.
       require_tokens(layer, shape);
+      if (class_token_ != nullptr) {
+        // Both would be the parameter `cls` (of the model, or of a residual), which Flax
+        // shares and torch would not; one class token is what ViT prepends.
+        refuse_layer(layer,
+                     fmt::format("a second class_token (the first is {} at {}); the model has one "
+                                 "`cls` parameter",
+                                 class_token_->place, class_token_->origin),
+                     "keep one class_token");
+      }
+      class_token_ = &layer;
       out_.params.push_back({scope + "cls", {1, 1, shape[1]}});
       shape[0] += 1;
     } else if (kind == "pos_embed") {
@@ -142,11 +191,11 @@ class ShapeWalker {
     require_image(layer, shape);
     for (size_t axis = 0; axis < 2; ++axis) {
       if (shape[axis] % layer.kernel[axis] != 0) {
-        refuse(layer,
-               fmt::format("a patch of {} does not divide the image's {} along axis {}",
-                           layer.kernel[axis], shape[axis], axis),
-               fmt::format("use a patch size that divides {}: {}", shape[axis],
-                           divisors(shape[axis])));
+        refuse_layer(layer,
+                     fmt::format("a patch of {} does not divide the image's {} along axis {}",
+                                 layer.kernel[axis], shape[axis], axis),
+                     fmt::format("use a patch size that divides {}: {}", shape[axis],
+                                 divisors(shape[axis])));
       }
     }
     add_params(name, layer.use_bias, {layer.kernel[0], layer.kernel[1], shape[2], layer.features},
@@ -162,9 +211,9 @@ class ShapeWalker {
     require_tokens(layer, shape);
     const int64_t width = shape[1];
     if (width % layer.heads != 0) {
-      refuse(layer,
-             fmt::format("{} heads do not divide the {} features", layer.heads, width),
-             fmt::format("use a number of heads that divides {}: {}", width, divisors(width)));
+      refuse_layer(
+          layer, fmt::format("{} heads do not divide the {} features", layer.heads, width),
+          fmt::format("use a number of heads that divides {}: {}", width, divisors(width)));
     }
     const int64_t head_dim = width / layer.heads;
     for (const char* projection : {"query", "key", "value"}) {
@@ -183,13 +232,13 @@ class ShapeWalker {
     const std::vector<int64_t> shortcut =
         layer.projection.empty() ? input : walk(layer.projection, input, scope, namer);
     if (branch != shortcut) {
-      refuse(layer,
-             fmt::format("its branch gives {} but its shortcut {}, and the two are added",
-                         shape_text(branch), shape_text(shortcut)),
-             layer.projection.empty()
-                 ? "add a projection (for example a 1x1 conv with the branch's features and "
-                   "strides) or keep the branch's shape"
-                 : "make the projection give the branch's shape");
+      refuse_layer(layer,
+                   fmt::format("its branch gives {} but its shortcut {}, and the two are added",
+                               shape_text(branch), shape_text(shortcut)),
+                   layer.projection.empty()
+                       ? "add a projection (for example a 1x1 conv with the branch's features and "
+                         "strides) or keep the branch's shape"
+                       : "make the projection give the branch's shape");
     }
     return branch;
   }
@@ -201,17 +250,19 @@ class ShapeWalker {
   }
 
   ModelShapes& out_;
+  const LayerSpec* class_token_ = nullptr;
 };
 
 }  // namespace
 
 bool LayerSpec::operator==(const LayerSpec& other) const {
   return kind == other.kind && features == other.features && heads == other.heads &&
-         kernel == other.kernel &&
-         strides == other.strides && padding == other.padding && use_bias == other.use_bias &&
-         count_include_pad == other.count_include_pad && approximate == other.approximate &&
-         rate == other.rate && momentum == other.momentum && epsilon == other.epsilon &&
-         sync == other.sync && use_fast_variance == other.use_fast_variance && layers == other.layers && projection == other.projection;
+         kernel == other.kernel && strides == other.strides && padding == other.padding &&
+         use_bias == other.use_bias && count_include_pad == other.count_include_pad &&
+         approximate == other.approximate && rate == other.rate && momentum == other.momentum &&
+         epsilon == other.epsilon && sync == other.sync &&
+         use_fast_variance == other.use_fast_variance && layers == other.layers &&
+         projection == other.projection;
 }
 
 const std::vector<LayerKind>& layer_kinds() {
@@ -277,8 +328,20 @@ const LayerSpec* find_layer(const std::vector<LayerSpec>& layers,
   return nullptr;
 }
 
+void refuse_layer(const LayerSpec& layer, const std::string& problem, const std::string& fix) {
+  throw InputError(fmt::format("{}: {} at {}: {}; {}",
+                               layer.place.empty() ? "model.layers" : layer.place, layer.kind,
+                               layer.origin, problem, fix));
+}
+
 ModelShapes infer_model_shapes(const std::vector<LayerSpec>& layers,
                                const std::vector<int64_t>& input) {
+  if (elements(input) > kMaxSampleElements) {
+    throw InputError(fmt::format(
+        "model.input: {} is {:.3g} values per sample, more than the 2^48 any machine holds; "
+        "give one sample's shape (for fashion-mnist [28, 28, 1])",
+        shape_text(input), elements(input)));
+  }
   ModelShapes shapes;
   ModuleNamer namer;
   shapes.output = ShapeWalker(shapes).walk(layers, input, "", namer);

@@ -497,12 +497,6 @@ torch::Tensor flax_running_var(const torch::Tensor& torch_var, double momentum, 
 
 void check_layers_trainable(const CaseSpec& spec) {
   if (spec.model.layers.empty()) return;
-  if (!dropout_sites(spec.model).empty() && spec.train.grad_accum_steps > 1) {
-    throw InputError(fmt::format(
-        "case {}: dropout with train.grad_accum_steps = {}: ddp_ref draws one mask per step, "
-        "as the engine does, not one per micro-batch, yet; set train.grad_accum_steps = 1",
-        spec.name, spec.train.grad_accum_steps));
-  }
   if (find_layer(spec.model.layers,
                  [](const LayerSpec& layer) { return layer.kind == "batch_norm" && layer.sync; })) {
     // torch.nn.SyncBatchNorm is CUDA-only in PyTorch 1.13 (torch/nn/modules/batchnorm.py,
@@ -513,12 +507,6 @@ void check_layers_trainable(const CaseSpec& spec) {
         "train: PyTorch 1.13's SyncBatchNorm runs on CUDA only and LibTorch has no C++ one; "
         "use sync = false (per-replica statistics, DDP's default)",
         spec.name));
-  }
-  if (spec.train.dtype != "f32") {
-    throw InputError(fmt::format(
-        "case {}: train.dtype = \"{}\": ddp_ref trains layers models in f32 only (mixed "
-        "precision is implemented for widths models); use --set train.dtype=f32",
-        spec.name, spec.train.dtype));
   }
 }
 

@@ -85,8 +85,8 @@ TORCH_MODULE(LayerModel);
 torch::Tensor flax_running_var(const torch::Tensor& torch_var, double momentum, int64_t batches,
                                int64_t batch_elements);
 
-// InputError for what ddp_ref cannot train in a layers model: sync = true BatchNorm, a dtype
-// other than f32.
+// InputError for what ddp_ref cannot train in a layers model that the engine can (the case
+// checker refuses what neither trains): sync = true BatchNorm.
 void check_layers_trainable(const CaseSpec& spec);
 
 }  // namespace parity::ddp_ref

@@ -32,10 +32,7 @@ namespace {
 // (params, x, y, batch_stats) -> (loss, new batch_stats), differentiated with has_aux.
 pe::TreeFunction case_loss_fn(const CaseSpec& spec, pe::DType dtype, bool cast_loss) {
   const ModelSpec model = spec.model;
-  if (!model.layers.empty()) {
-    cases::require_trainable_layers(spec);
-    return cases::layer_model_loss(model);
-  }
+  if (!model.layers.empty()) return cases::layer_model_loss(model);
   return [model, dtype, cast_loss](const std::vector<pe::Tree>& args) {
     return pe::Tree(
         cases::mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype, cast_loss));

@@ -180,27 +180,31 @@ TEST(LayerTrainStep, ProgramsOtherThanPmeanRefuseLayersModels) {
        "layers models train with engine program pmean"});
 }
 
-TEST(LayerTrainStep, RefusesAttentionDropoutDropoutWithMicroBatchesAndSixteenBitTraining) {
+// What the layer step does not train is refused when the case loads (case_checker.cpp), before
+// any step is made.
+TEST(LayerTrainStep, AttentionDropoutDropoutWithMicroBatchesAndSixteenBitAreRefusedAtLoad) {
   parity::testing::TempDir dir;
-  const CaseSpec attention = testing::layers_case(
-      dir, "  { kind = \"patch_embed\", patch = [7, 7], features = 8 },\n"
-           "  { kind = \"attention\", heads = 2, rate = 0.1 },\n"
-           "  { kind = \"mean_tokens\" },\n  { kind = \"dense\", features = 10 },\n");
   parity::testing::expect_input_error(
-      [&] { engine_trainer::make_pmap_train_step(attention, pe::DeviceSet(1)); },
-      {"attention at", "has rate 0.1", "put a dropout layer after the attention"});
-  const CaseSpec accumulated = testing::layers_case(
-      dir, "  { kind = \"flatten\" },\n  { kind = \"dropout\", rate = 0.5 },\n"
-           "  { kind = \"dense\", features = 10 },\n",
-      "[train]\ngrad_accum_steps = 2\n");
+      [&] {
+        testing::layers_case(
+            dir,
+            "  { kind = \"patch_embed\", patch = [7, 7], features = 8 },\n"
+            "  { kind = \"attention\", heads = 2, rate = 0.1 },\n"
+            "  { kind = \"mean_tokens\" },\n  { kind = \"dense\", features = 10 },\n");
+      },
+      {"model.layers[1]: attention at", "rate 0.1", "put a dropout layer after the attention"});
   parity::testing::expect_input_error(
-      [&] { engine_trainer::make_pmap_train_step(accumulated, pe::DeviceSet(1)); },
-      {"dropout with train.grad_accum_steps = 2", "set train.grad_accum_steps = 1"});
-  const CaseSpec bf16 = testing::layers_case(dir, batch_norm_first(false),
-                                             "[train]\ndtype = \"bf16\"\n");
+      [&] {
+        testing::layers_case(dir,
+                             "  { kind = \"flatten\" },\n  { kind = \"dropout\", rate = 0.5 },\n"
+                             "  { kind = \"dense\", features = 10 },\n",
+                             "[train]\ngrad_accum_steps = 2\n");
+      },
+      {"train.grad_accum_steps: with dropout both producers draw one mask per step",
+       "set train.grad_accum_steps = 1"});
   parity::testing::expect_input_error(
-      [&] { engine_trainer::make_pmap_train_step(bf16, pe::DeviceSet(1)); },
-      {"train.dtype = \"bf16\"", "f32 only"});
+      [&] { testing::layers_case(dir, batch_norm_first(false), "[train]\ndtype = \"bf16\"\n"); },
+      {"train.dtype: a layers model trains in f32 only", "found \"bf16\""});
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -43,6 +44,19 @@ double figure(const Checks& checks, const std::string& check, const std::string&
   return -1.0;
 }
 
+// Runs `command`, a `parity run`, expects it to end equivalent, and returns the report.json at
+// `report` (null when the run failed).
+nlohmann::json equivalent_report(const std::string& command, const std::filesystem::path& report,
+                                 int timeout_seconds) {
+  const auto run = run_command(command, timeout_seconds);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("parity: EQUIVALENT"));
+  if (run.exit_code != 0) return nullptr;
+  nlohmann::json parsed = nlohmann::json::parse(testing::read_bytes(report));
+  EXPECT_EQ(parsed.at("verdict"), "equivalent");
+  return parsed;
+}
+
 // The f32 runs do not agree element for element on every gradient: a BatchNorm's scale and bias
 // gradients are sums over the batch of nearly cancelling terms, which f32 gets to a relative
 // 1e-3 to 1e-2 whatever the order (measured at step 0: both producers 0.5-0.8% from the f64
@@ -55,16 +69,12 @@ void expect_cnn_fmnist_equivalent(const std::string& environment) {
   testing::TempDir out;
   // 3 steps of 8 replicas x 8 samples: BatchNorm over 8 x 28 x 28 values per channel on each
   // replica, statistics recorded after the first and the last step.
-  const auto run = run_command(
+  const nlohmann::json report = equivalent_report(
       fmt::format("{}{} run cnn-fmnist --set train.steps=3 --set data.per_replica_batch=8 "
                   "--set 'train.record_steps=[0, 2]' --out {}",
                   environment, kParity, shell_quote(out.path().string())),
-      900);
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_THAT(run.output, HasSubstr("parity: EQUIVALENT"));
-  const nlohmann::json report =
-      nlohmann::json::parse(testing::read_bytes(out.path("cnn-fmnist/report/report.json")));
-  EXPECT_EQ(report.at("verdict"), "equivalent");
+      out.path("cnn-fmnist/report/report.json"), 900);
+  ASSERT_FALSE(report.is_null());
   const auto checks = checks_by_id(report);
   ASSERT_EQ(checks.count("model_state"), 1u) << report.dump(2);
   ASSERT_EQ(checks.count("oracle"), 1u) << report.dump(2);
@@ -96,6 +106,38 @@ TEST(CliRunLayers, CnnFmnistIsEquivalentOnTheAvx2Kernels) {
 // gradients find the key biases without gradient signal (below 2^-24 of the largest at both
 // recorded steps, compare/src/gradient_signal.h): they are listed, not judged, on any CPU;
 // every other tensor agrees within the f32 tolerance.
+// Residuals whose layers hold no parameters (x + relu(x), and one nested in another): Flax
+// names them but leaves them out of the params tree (flax/core/scope.py,
+// Scope._mutable_collection), and both producers train the model from one init file.
+TEST(CliRunLayers, ResidualsWithoutParametersTrainEquivalentlyOnBothProducers) {
+  testing::TempDir dir;
+  testing::write_bytes(dir.path("residual-relu.toml"), R"([model]
+input = [784]
+loss = "softmax_cross_entropy"
+layers = [
+  { kind = "dense", features = 32 },
+  { kind = "residual", layers = [{ kind = "relu" }] },
+  { kind = "residual", layers = [{ kind = "residual", layers = [{ kind = "tanh" }] }] },
+  { kind = "dense", features = 10 },
+]
+[parallel]
+replicas = 2
+[train]
+steps = 3
+record_steps = [0, 2]
+[init]
+scheme = "flax"
+)");
+  const nlohmann::json report =
+      equivalent_report(fmt::format("{} run {} --out {}", kParity,
+                                    shell_quote(dir.path("residual-relu.toml").string()),
+                                    shell_quote(dir.path("out").string())),
+                        dir.path("out/residual-relu/report/report.json"), 600);
+  ASSERT_FALSE(report.is_null());
+  // Dense_0 and Dense_1, a kernel and a bias each, at 2 steps.
+  EXPECT_EQ(figure(checks_by_id(report), "parameters", "tensors_compared"), 8);
+}
+
 TEST(CliRunLayers, VitFmnistEngineAndDdpAreEquivalent) {
   testing::TempDir out;
   // 3 steps of 8 replicas x 8 samples, tensors recorded after the first and the last step.

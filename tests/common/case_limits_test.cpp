@@ -120,7 +120,128 @@ TEST(CaseLimits, EveryShippedCaseFitsTheBounds) {
   for (const CaseSpec& spec : list_cases()) {
     EXPECT_LE(spec.parallel.replicas, kMaxCaseReplicas) << spec.name;
     EXPECT_LE(estimate_case_memory(spec).required_bytes(), physical_memory_bytes()) << spec.name;
+    EXPECT_LE(case_model_depth(spec.model), kMaxCaseLayers) << spec.name;
+    const CaseComputeEstimate compute = estimate_case_compute(spec);
+    EXPECT_LE(compute.step_flops, kMaxCaseFlops) << spec.name;
+    EXPECT_LE(compute.eval_flops, kMaxCaseFlops) << spec.name;
   }
+}
+
+// A layers case written to a temporary file: [model] input and layers, the rest defaults
+// (Adam, 8 replicas x 64, f32, Fashion-MNIST).
+class LayersCase : public testing::TempDir {
+ public:
+  std::string write(const std::string& input, const std::string& layers) const {
+    const fs::path file = path("layers.toml");
+    testing::write_bytes(file, "[model]\ninput = " + input + "\nlayers = [\n" + layers +
+                                   "\n]\n[init]\nscheme = \"flax\"\n");
+    return file.string();
+  }
+};
+
+// A 4-feature SAME conv on the images, then a dense head.
+const char* const kSmallConvNet = R"(
+    { kind = "conv", features = 4, kernel = [3, 3], padding = "SAME" },
+    { kind = "relu" }, { kind = "flatten" }, { kind = "dense", features = 10 })";
+
+TEST(CaseMemory, ALayersModelIsEstimatedLayerByLayer) {
+  LayersCase dir;
+  const CaseSpec spec = load_case(dir.write("[28, 28, 1]", kSmallConvNet));
+  const CaseMemoryEstimate estimate = estimate_case_memory(spec);
+  // By hand: conv 3*3*1*4 + 4 = 40; dense 3136*10 + 10 = 31370.
+  EXPECT_EQ(estimate.parameter_count, 40 + 31370);
+  // Kept per sample: the input 784, then each layer's output: 3136 (conv), 3136 (relu), 3136
+  // (flatten), 10 (dense); 64 samples of 4 bytes.
+  EXPECT_EQ(estimate.activation_bytes, 64.0 * (784 + 3 * 3136 + 10) * 4);
+  // The dense layer: 31370 parameters x (4 + 4 + 8 for Adam) + 64 x 10 x 4 of output; the
+  // conv's 40 x 16 + 64 x 3136 x 4 is more.
+  EXPECT_EQ(estimate.largest_layer,
+            "model.layers[0] (conv at " + dir.path("layers.toml").string() + ":5:5)");
+  EXPECT_EQ(estimate.largest_layer_bytes, 40 * 16 + 64.0 * 3136 * 4);
+}
+
+TEST(CaseLimits, ADenseLayerOf4e8FeaturesIsRefusedNamingTheLayer) {
+  LayersCase dir;
+  const std::string file = dir.write("[784]", R"(
+    { kind = "dense", features = 400000000 }, { kind = "dense", features = 10 })");
+  // 784*4e8 + 4e8 parameters, 16 bytes each with Adam: 4.6 TiB per replica for that layer.
+  testing::expect_input_error([&] { load_case(file); }, {"needs at least", "TiB of memory",
+                                                         "the largest layer, "
+                                                         "model.layers[0] (dense at " +
+                                                             file +
+                                                             ":5:5), holds 4.7 TiB "
+                                                             "per replica",
+                                                         "use fewer features"});
+}
+
+TEST(CaseLimits, AConvPaddedBy100000IsRefusedNamingTheLayer) {
+  LayersCase dir;
+  const std::string file = dir.write("[28, 28, 1]", R"(
+    { kind = "conv", features = 16, kernel = [3, 3], padding = [[100000, 100000], [100000, 100000]] },
+    { kind = "global_avg_pool" }, { kind = "dense", features = 10 })");
+  testing::expect_input_error(
+      [&] { load_case(file); },
+      {"needs at least", "the largest layer, model.layers[0] (conv at", "less padding"});
+}
+
+TEST(CaseCompute, TheOperationsAreCountedLayerByLayer) {
+  LayersCase dir;
+  const CaseSpec spec = load_case(dir.write("[28, 28, 1]", kSmallConvNet));
+  const CaseComputeEstimate estimate = estimate_case_compute(spec);
+  // conv: 2 x (28*28*4 outputs) x (3*3*1 multiply-adds each); relu and flatten one per value;
+  // dense 2 x 3136 x 10.
+  const double conv = 2.0 * 3136 * 9;
+  EXPECT_EQ(estimate.forward_flops, conv + 3136 + 3136 + 2.0 * 3136 * 10);
+  EXPECT_EQ(estimate.largest_layer_flops, 2.0 * 3136 * 10);
+  // 8 replicas x 64 samples, forward and backward (3 forwards); 10000 test samples.
+  EXPECT_EQ(estimate.step_flops, 3 * estimate.forward_flops * 512);
+  EXPECT_EQ(estimate.eval_flops, estimate.forward_flops * 10000);
+}
+
+TEST(CaseCompute, AStepOrAnEvaluationBeyondTheBoundIsRefusedNamingTheLayer) {
+  LayersCase dir;
+  // A 28x28 SAME conv of 256 to 256 channels: 2 x 28*28*256 x 28*28*256 = 8.06e10 operations
+  // per sample, in 0.8 GiB of parameters and their Adam state.
+  const std::string file = dir.write("[28, 28, 1]", R"(
+    { kind = "conv", features = 256, kernel = [1, 1], padding = "SAME" },
+    { kind = "conv", features = 256, kernel = [28, 28], padding = "SAME" },
+    { kind = "global_avg_pool" }, { kind = "dense", features = 10 })");
+  // 3 x 512 samples a step: 1.24e14.
+  testing::expect_input_error(
+      [&] {
+        load_case(file, {"parallel.replicas=1", "data.per_replica_batch=512"});
+      },
+      {"a training step needs 1.24e+14 floating-point operations", "more than the 1e+14",
+       "of which model.layers[1] (conv at " + file + ":6:5) takes 8.06e+10", "or a smaller batch"});
+  // 3 samples a step, but the test split's 10000: 8.06e14.
+  testing::expect_input_error(
+      [&] {
+        load_case(file, {"parallel.replicas=1", "data.per_replica_batch=1"});
+      },
+      {"the evaluation on the test split needs 8.06e+14 floating-point operations",
+       "model.layers[1] (conv at"});
+}
+
+TEST(CaseLimits, NestedLayersCountTowardsTheDepthCap) {
+  LayersCase dir;
+  // 512 residuals of 1 relu each, and the head: 512 x 2 + 1 = 1025 layers.
+  std::string layers;
+  for (int i = 0; i < 512; ++i)
+    layers += "{ kind = \"residual\", layers = [{ kind = \"relu\" }] },\n";
+  const std::string file = dir.write("[784]", layers + "{ kind = \"dense\", features = 10 }");
+  testing::expect_input_error([&] { load_case(file); },
+                              {"model.layers: 1025 layers (those inside residuals counted), more "
+                               "than the 1024",
+                               "use at most 1024 layers"});
+}
+
+TEST(CaseFiles, ACasePathThatIsALoopOfLinksIsNamed) {
+  testing::TempDir dir;
+  fs::create_symlink(dir.path("b.toml"), dir.path("a.toml"));
+  fs::create_symlink(dir.path("a.toml"), dir.path("b.toml"));
+  testing::expect_input_error([&] { load_case(dir.path("a.toml").string()); },
+                              {"case file " + dir.path("a.toml").string() + " cannot be read",
+                               "Too many levels of symbolic links", "point it at one"});
 }
 
 TEST(CaseFiles, ADirectoryNamedLikeACaseFileIsRefusedAsSuch) {

@@ -84,9 +84,10 @@ TEST(LayerOverrides, ValuesAreCheckedAsTheFilesAndNameTheOverride) {
                       "number in [0, 1]"});
   // A shape the layers cannot take names the override that changed it, not the file's line:
   // the strided block's shortcut without its stride no longer matches the branch.
-  expect_input_error([] { load_case(kCnn, {"model.layers[7].projection[0].strides=[1,1]"}); },
-                     {"model.layers: residual at --set model.layers[7].projection[0].strides=[1,1]: "
-                      "its branch gives [14, 14, 32] but its shortcut [28, 28, 32]"});
+  expect_input_error(
+      [] { load_case(kCnn, {"model.layers[7].projection[0].strides=[1,1]"}); },
+      {"model.layers[7]: residual at --set model.layers[7].projection[0].strides=[1,1]: "
+       "its branch gives [14, 14, 32] but its shortcut [28, 28, 32]"});
 }
 
 TEST(LayerOverrides, OnlyALayerListTakesAnIndex) {

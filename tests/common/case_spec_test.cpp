@@ -738,5 +738,22 @@ TEST(CaseSpec, MissingCaseListsAvailableNames) {
   EXPECT_EQ(load_error("/nonexistent/x.toml"), "case file /nonexistent/x.toml not found");
 }
 
+// The engine records one process's dropout masks and both producers draw one mask per step:
+// the case refuses either combination when it loads, naming the key and the fix, where the
+// engine's workers refused it after they had started.
+TEST(CaseSpec, DropoutIsRefusedInSeveralProcessesOrWithMicroBatches) {
+  EXPECT_THAT(
+      load_error("mlp-fmnist-dropout", {"parallel.processes=2"}),
+      ::testing::AllOf(::testing::HasSubstr("--set parallel.processes=2: parallel.processes: with "
+                                            "dropout the engine records the masks of one process's "
+                                            "devices only, yet, found 2 processes"),
+                       ::testing::HasSubstr("set parallel.processes = 1")));
+  EXPECT_THAT(load_error("mlp-fmnist-dropout", {"train.grad_accum_steps=2"}),
+              ::testing::HasSubstr("train.grad_accum_steps: with dropout both producers draw "
+                                   "one mask per step, not one per micro-batch"));
+  EXPECT_EQ(load_error("mlp-fmnist-dropout", {"parallel.processes=2", "model.layers[2].rate=0"}),
+            "");
+}
+
 }  // namespace
 }  // namespace parity

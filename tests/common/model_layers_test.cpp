@@ -273,10 +273,9 @@ INSTANTIATE_TEST_SUITE_P(
                    "put a patch_embed layer before it"}},
         BadLayers{"FastVarianceNotABoolean",
                   "[784]",
-                  R"(  { kind = "layer_norm", epsilon = 1e-6, use_fast_variance = "no" },)" +
-                      kHead,
-                  {"model.layers[0].use_fast_variance: expected true or false", "resnet.toml:7:",
-                   "false for E[(x - E[x])^2] (torch's form)"}},
+                  R"(  { kind = "layer_norm", epsilon = 1e-6, use_fast_variance = "no" },)" + kHead,
+                  {"model.layers[0].use_fast_variance: expected true or false",
+                   "resnet.toml:7:", "false for E[(x - E[x])^2] (torch's form)"}},
         BadLayers{"FastVarianceOnADenseLayer",
                   "[784]",
                   R"(  { kind = "dense", features = 10, use_fast_variance = false })",
@@ -284,8 +283,78 @@ INSTANTIATE_TEST_SUITE_P(
         BadLayers{"DropoutRateOfOne",
                   "[784]",
                   R"(  { kind = "dropout", rate = 1.0 },)" + kHead,
-                  {"model.layers[0].rate: expected a number in [0, 1)"}}),
+                  {"model.layers[0].rate: expected a number in [0, 1)"}},
+        BadLayers{"FeaturesBeyondInt32",
+                  "[784]",
+                  R"(  { kind = "dense", features = 9223372036854775807 })",
+                  {"model.layers[0].features: expected an integer in [1, 2147483647]"}},
+        BadLayers{"BatchNormOnTokens",
+                  "[28, 28, 1]",
+                  R"(  { kind = "patch_embed", patch = [7, 7], features = 8 },
+  { kind = "residual", layers = [{ kind = "batch_norm", momentum = 0.9, epsilon = 1e-5 }] },
+  { kind = "mean_tokens" }, { kind = "dense", features = 10 })",
+                  {"model.layers[1].layers[0]: batch_norm at ", "found tokens [16, 8]",
+                   "use layer_norm on tokens"}},
+        BadLayers{
+            "ASecondClassToken",
+            "[28, 28, 1]",
+            R"(  { kind = "patch_embed", patch = [7, 7], features = 8 },
+  { kind = "class_token" },
+  { kind = "residual", layers = [{ kind = "class_token" }], projection = [{ kind = "class_token" }] },
+  { kind = "take_class_token" }, { kind = "dense", features = 10 })",
+            {"model.layers[2].layers[0]: class_token at ",
+             "a second class_token (the first is model.layers[1] at ", "keep one class_token"}},
+        BadLayers{
+            "AnOutputOfMoreThan2To48ValuesPerSample",
+            "[28, 28, 1]",
+            R"(  { kind = "conv", features = 2147483647, kernel = [1, 1], padding = [[2147483647, 2147483647], [0, 0]] },)" +
+                kHead,
+            {"model.layers[0]: conv at ", "more than the 2^48 any machine holds", "less padding"}},
+        BadLayers{"AttentionDropout",
+                  "[28, 28, 1]",
+                  R"(  { kind = "patch_embed", patch = [7, 7], features = 8 },
+  { kind = "attention", heads = 2, rate = 0.1 }, { kind = "mean_tokens" },
+  { kind = "dense", features = 10 })",
+                  {"model.layers[1]: attention at ",
+                   "rate 0.1: the engine does not model dropout "
+                   "on the attention weights yet",
+                   "put a dropout layer after the attention"}}),
     [](const ::testing::TestParamInfo<BadLayers>& row) { return row.param.name; });
+
+// Flax leaves a submodule that writes no variable out of the params tree (flax/core/scope.py,
+// Scope._mutable_collection) but counts it in its class's names.
+TEST(ModelLayers, AResidualWithoutParametersIsNamedButHoldsNone) {
+  LayersCase dir;
+  const CaseSpec spec = load_case(dir.write(with_layers("[784]", R"(
+  { kind = "residual", layers = [{ kind = "relu" }] },
+  { kind = "residual", layers = [{ kind = "dense", features = 784 }] },
+  { kind = "dense", features = 10 })")));
+  const ModelShapes shapes = infer_model_shapes(spec.model.layers, spec.model.input);
+  ASSERT_EQ(shapes.params.size(), 4u);
+  EXPECT_EQ(shapes.params[0].name, "Residual_1/Dense_0/kernel");
+  EXPECT_EQ(shapes.params[2].name, "Dense_0/kernel");
+}
+
+// What the limits read (case_limits.h): every layer, nested ones after their residual's layers,
+// with its own parameters, linear in the layers.
+TEST(ModelLayers, EveryLayerIsRecordedWithItsShapesAndParameters) {
+  LayersCase dir;
+  const CaseSpec spec = load_case(dir.write());
+  const ModelShapes shapes = infer_model_shapes(spec.model.layers, spec.model.input);
+  // 8 layers of the list, 2 in the first residual, 1 + 1 in the second.
+  ASSERT_EQ(shapes.layers.size(), 12u);
+  EXPECT_EQ(shapes.layers[0].layer->place, "model.layers[0]");
+  EXPECT_EQ(shapes.layers[0].parameters, 3 * 3 * 1 * 8);  // no bias
+  EXPECT_EQ(shapes.layers[0].output, (std::vector<int64_t>{28, 28, 8}));
+  EXPECT_EQ(shapes.layers[1].parameters, 2 * 8);  // scale and bias; the statistics are state
+  EXPECT_EQ(shapes.layers[3].layer->place, "model.layers[3].layers[0]");
+  EXPECT_EQ(shapes.layers[5].layer->place, "model.layers[3]");
+  EXPECT_EQ(shapes.layers[5].parameters, 0);  // its layers hold them
+  EXPECT_EQ(shapes.layers[7].layer->place, "model.layers[4].projection[0]");
+  EXPECT_EQ(shapes.layers[7].input, (std::vector<int64_t>{28, 28, 8}));
+  EXPECT_EQ(shapes.layers[7].output, (std::vector<int64_t>{14, 14, 16}));
+  EXPECT_EQ(shapes.layers[11].parameters, 16 * 10 + 10);
+}
 
 TEST(ModelLayers, WidthsAndLayersTogetherAreRefused) {
   LayersCase dir;

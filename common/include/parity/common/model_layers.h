@@ -42,9 +42,10 @@ struct LayerSpec {
   bool use_fast_variance = true;
   std::vector<LayerSpec> layers;      // residual: the branch
   std::vector<LayerSpec> projection;  // residual: the shortcut (empty: identity)
-  // Where the layer was written ("f.toml:14:5" or "--set model.layers=..."), for errors; not
-  // part of the case.
+  // Where the layer was written ("f.toml:14:5" or "--set model.layers=...") and its place in
+  // the list ("model.layers[4].layers[1]"), for errors; not part of the case.
   std::string origin;
+  std::string place;
 
   bool operator==(const LayerSpec& other) const;
 };
@@ -77,18 +78,42 @@ struct ModelTensor {
   std::vector<int64_t> shape;
 };
 
+// One layer as shape inference met it, for the limits on what a case may ask (case_limits.h).
+struct LayerShape {
+  const LayerSpec* layer = nullptr;  // into the list given to infer_model_shapes
+  std::vector<int64_t> input;        // one sample's
+  std::vector<int64_t> output;
+  double parameters = 0;  // elements of its own parameters (a residual's are its layers')
+};
+
 struct ModelShapes {
   std::vector<int64_t> output;           // one sample's output shape
   std::vector<ModelTensor> params;       // the "params" collection
   std::vector<ModelTensor> batch_stats;  // BatchNorm running mean and var
+  // Every layer, nested ones included, each after the layers it holds (a residual after its
+  // branch and projection).
+  std::vector<LayerShape> layers;
 };
+
+// Shape inference refuses a layer whose output holds more values per sample than this: past it
+// the products of sizes would leave int64 (and no machine holds 2^48 floats per sample). What a
+// case may really ask is the memory estimate's business (case_limits.h).
+inline constexpr double kMaxSampleElements = 281474976710656.0;  // 2^48
+
+// Layer keys that are sizes (features, hidden, heads, kernel, strides, padding) are at most
+// this, so that shape inference's sums of them cannot overflow.
+inline constexpr int64_t kMaxLayerSize = 2147483647;  // 2^31 - 1
 
 // The shapes `layers` compute from one sample of shape `input`, and the model's tensors named
 // as flax.linen auto-names submodules: Class_i with one counter per class within each parent
 // (flax/linen/module.py, Module.__post_init__); a residual is a submodule Residual_i whose
 // projection continues its counters. Throws InputError naming the layer's origin and what would
-// fit when a layer cannot take its input.
+// fit when a layer cannot take its input. Linear in the number of layers.
 ModelShapes infer_model_shapes(const std::vector<LayerSpec>& layers,
                                const std::vector<int64_t>& input);
+
+// Throws InputError "model.layers[3]: dense at f.toml:12:3: PROBLEM; FIX".
+[[noreturn]] void refuse_layer(const LayerSpec& layer, const std::string& problem,
+                               const std::string& fix);
 
 }  // namespace parity
