@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "case_init.h"
+#include "output_options.h"
 #include "parity/common/error.h"
 #include "parity/common/run_dir.h"
 
@@ -18,8 +19,10 @@ void add_run_options(CLI::App* command, RunArguments& arguments, const std::stri
   command->add_option("--init", arguments.init,
                       "initial parameters (safetensors); default: made with `parity init` "
                       "into the run directory");
-  command->add_option("--out", arguments.out,
-                      "run directory to write; default: runs/CASE/" + producer + "-TIMESTAMP");
+  command
+      ->add_option("--out", arguments.out,
+                   "run directory to write; default: runs/CASE/" + producer + "-TIMESTAMP")
+      ->check(output_name());
   command->add_flag("--overwrite", arguments.overwrite, "replace an existing run directory");
   command->add_flag("--quiet", arguments.quiet, "no progress lines on stderr");
 }
