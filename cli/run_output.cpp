@@ -25,6 +25,9 @@ void add_run_options(CLI::App* command, RunArguments& arguments, const std::stri
       ->check(output_name());
   command->add_flag("--overwrite", arguments.overwrite, "replace an existing run directory");
   command->add_flag("--quiet", arguments.quiet, "no progress lines on stderr");
+  command->add_flag("--verbose", arguments.verbose,
+                    "with several processes: show the workers' output (the libraries' warnings) "
+                    "as well as keeping it in RUN_DIR/worker.log");
 }
 
 std::filesystem::path default_out_dir(const CaseSpec& spec, const std::string& producer) {
