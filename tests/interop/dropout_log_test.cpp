@@ -155,7 +155,7 @@ class DropoutLog : public ::testing::Test {
     EXPECT_EQ(logged.exit_code, 0) << logged.output;
     const testing::CommandResult imported = testing::run_command(fmt::format(
         "{} import metrics {} --case {} --set parallel.replicas={} --map loss=loss --out {}",
-        PARITY_EXECUTABLE, kCase, testing::shell_quote(dir_.path("log/metrics.jsonl").string()),
+        PARITY_EXECUTABLE, testing::shell_quote(dir_.path("log/metrics.jsonl").string()), kCase,
         kReplicas, testing::shell_quote(dir_.path("run").string())));
     EXPECT_EQ(imported.exit_code, 0) << imported.output;
     EXPECT_THAT(imported.output, ::testing::HasSubstr(fmt::format(
