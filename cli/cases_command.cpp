@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "comparison_output.h"
+#include "output_options.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/directory_lock.h"
 #include "parity/common/error.h"
@@ -195,7 +196,8 @@ void register_cases_command(CLI::App& app, int& exit_status) {
   run->add_option("--jax-version", arguments->jax_version,
                   "the JAX release the engine models for every case (as --set jax.version=V)")
       ->check(CLI::IsMember(pmap_engine::jax_release_names()));
-  run->add_option("--out", arguments->out, "output folder (default parity-out/cases)");
+  run->add_option("--out", arguments->out, "output folder (default parity-out/cases)")
+      ->check(output_name());
   add_comparison_options(run, *arguments);
   run->callback([arguments, &exit_status] { exit_status = run_command(*arguments); });
 }

@@ -1,5 +1,6 @@
 #include "commands.h"
 #include "comparison_output.h"
+#include "output_options.h"
 #include "parity/common/error.h"
 #include "parity/common/run_dir.h"
 
@@ -9,6 +10,7 @@ void register_compare_command(CLI::App& app, int& exit_status) {
   struct Arguments : ComparisonArguments {
     std::string run_a, run_b, report, oracle;
     bool seeds = false;
+    bool overwrite = false;
   };
   auto arguments = std::make_shared<Arguments>();
   CLI::App* command = app.add_subcommand(
@@ -21,8 +23,12 @@ void register_compare_command(CLI::App& app, int& exit_status) {
       ->required();
   command->add_option("run_b", arguments->run_b, "reference run directory (e.g. the DDP run)")
       ->required();
-  command->add_option("--report", arguments->report,
-                      "write report.html, report.md, report.json and junit.xml into this folder");
+  command
+      ->add_option("--report", arguments->report,
+                   "write report.html, report.md, report.json and junit.xml into this folder")
+      ->check(output_name());
+  command->add_flag("--overwrite", arguments->overwrite,
+                    "replace the reports of an earlier comparison in the --report folder");
   command->add_option("--oracle", arguments->oracle,
                       "a higher-precision run of the same case (parity pmap CASE --float64): "
                       "each run's loss error against it separates float noise from divergence");
@@ -33,6 +39,8 @@ void register_compare_command(CLI::App& app, int& exit_status) {
       "test loss and accuracy distributions with a two-sided equivalence test (TOST)");
   add_comparison_options(command, *arguments);
   command->callback([arguments, &exit_status] {
+    const auto report_folder =
+        claim_report_folder(arguments->report, "parity compare", arguments->overwrite);
     if (arguments->seeds) {
       if (!arguments->oracle.empty()) {
         throw InputError("--oracle judges one pair of runs step by step, --seeds judges "

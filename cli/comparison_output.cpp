@@ -67,6 +67,15 @@ compare::SeedSetOptions seed_set_options(const ComparisonArguments& arguments) {
   return options;
 }
 
+std::unique_ptr<DirectoryLock> claim_report_folder(const std::filesystem::path& dir,
+                                                   const std::string& command, bool overwrite) {
+  if (dir.empty()) return nullptr;
+  auto lock = std::make_unique<DirectoryLock>(dir, command);
+  reports::check_report_files(dir, "--report", overwrite);
+  reports::remove_reports(dir);
+  return lock;
+}
+
 int finish_comparison(const compare::ComparisonResult& result,
                       const std::filesystem::path& report_dir,
                       const ComparisonArguments& arguments) {

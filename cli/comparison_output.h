@@ -4,9 +4,11 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "parity/common/directory_lock.h"
 #include "parity/compare/compare.h"
 #include "parity/compare/seed_sets.h"
 
@@ -27,6 +29,15 @@ struct ComparisonArguments {
 void add_comparison_options(CLI::App* command, ComparisonArguments& arguments);
 compare::CompareOptions comparison_options(const ComparisonArguments& arguments);
 compare::SeedSetOptions seed_set_options(const ComparisonArguments& arguments);
+
+// Takes `dir`, the folder a comparison will write its reports into (--report), before it
+// compares: locks it for as long as the returned lock lives (refused, naming the holder, while
+// another parity process writes it or a folder above it, as a `parity run` does its
+// OUT/CASE/report), refuses to replace reports there unless `overwrite` (and any that is a
+// link), and removes the old reports, so that no earlier verdict outlives a comparison stopped
+// half way. Null when `dir` is empty (no reports asked for).
+std::unique_ptr<DirectoryLock> claim_report_folder(const std::filesystem::path& dir,
+                                                   const std::string& command, bool overwrite);
 
 // Writes the four reports into `report_dir` (when not empty), appends report.md to
 // $GITHUB_STEP_SUMMARY when that is set, prints the verdict table (and the report's path) on

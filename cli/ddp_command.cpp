@@ -30,6 +30,7 @@ void run_ddp(const DdpArguments& arguments) {
   options.timeout_seconds = arguments.timeout_seconds;
   options.overwrite = arguments.overwrite;
   options.quiet = arguments.quiet;
+  options.verbose = arguments.verbose;
   if (!arguments.inject_fault.empty()) {
     options.fault = ddp_ref::parse_fault_injection(arguments.inject_fault);
   }

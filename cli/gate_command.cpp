@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "comparison_output.h"
 #include "numeric_options.h"
+#include "output_options.h"
 #include "parity/common/error.h"
 #include "parity/common/run_dir.h"
 #include "parity/compare/gate.h"
@@ -41,6 +42,7 @@ struct GateArguments {
   double max_memory_growth_percent = 10;
   double margin = 2;
   bool no_color = false;
+  bool overwrite = false;
 };
 
 // A run's case, from the canonical TOML its run.json records.
@@ -281,13 +283,21 @@ void register_gate_command(CLI::App& app, int& exit_status) {
       ->add_option("--speed-confidence", arguments->speed_confidence_percent,
                    "confidence of the throughput ratio's interval, percent (default 95)")
       ->check(number_in(50, 99.9));
-  command->add_option("--work", arguments->work,
-                      "where reruns go (default BASELINE.calibration for a calibration, "
-                      "CANDIDATE.speed for --speed-reruns)");
-  command->add_option("--report", arguments->report,
-                      "write report.html, report.md, report.json and junit.xml into this folder");
+  command
+      ->add_option("--work", arguments->work,
+                   "where reruns go (default BASELINE.calibration for a calibration, "
+                   "CANDIDATE.speed for --speed-reruns)")
+      ->check(output_name());
+  command
+      ->add_option("--report", arguments->report,
+                   "write report.html, report.md, report.json and junit.xml into this folder")
+      ->check(output_name());
+  command->add_flag("--overwrite", arguments->overwrite,
+                    "replace the reports of an earlier gate in the --report folder");
   command->add_flag("--no-color", arguments->no_color, "no ANSI colours in the verdict table");
   command->callback([arguments, &exit_status] {
+    const auto report_folder =
+        claim_report_folder(arguments->report, "parity gate", arguments->overwrite);
     const RunDir baseline = read_run_dir(arguments->baseline);
     compare::GateThresholds thresholds;
     thresholds.max_throughput_drop = arguments->max_throughput_drop_percent / 100;

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "numeric_options.h"
+#include "output_options.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/error.h"
 #include "parity/interop/metrics_import.h"
@@ -46,7 +47,8 @@ void register_import_tensors(CLI::App& import) {
       ->add_option("--out", arguments->out,
                    "the run directory (of the same case) to add the tensors to; `parity import "
                    "metrics` makes it")
-      ->required();
+      ->required()
+      ->check(output_name());
   tensors->add_option("--step", arguments->step, "the step a single file was saved at")
       ->check(integer_in(0, kMaxCaseSteps - 1));
   tensors
@@ -115,7 +117,9 @@ void register_import_command(CLI::App& app) {
                    "records its hash so that compare pairs it with runs of the same case")
       ->required();
   metrics->add_option("--set", arguments->overrides, "override a case key, as the run did");
-  metrics->add_option("--out", arguments->out, "the run directory to write")->required();
+  metrics->add_option("--out", arguments->out, "the run directory to write")
+      ->required()
+      ->check(output_name());
   metrics
       ->add_option("--map", arguments->maps,
                    "METRIC=NAME: which logged name is the run's loss (required), grad_norm, "

@@ -60,6 +60,7 @@ void register_pmap_command(CLI::App& app) {
     options.overwrite = arguments->overwrite;
     options.timeout_seconds = arguments->timeout_seconds;
     options.quiet = arguments->quiet;
+    options.verbose = arguments->verbose;
     options.step.check_replicas = arguments->check_replicas;
     options.step.float64 = arguments->float64;
     options.step.program =

@@ -83,7 +83,7 @@ void run_copies(const std::string& subcommand, const CaseSpec& spec, const Produ
   const std::vector<std::string> failures = run_child_processes(
       "/proc/self/exe", arguments, children,
       std::chrono::seconds(static_cast<int64_t>(std::ceil(options.timeout_seconds)) + 10),
-      options.out_dir);
+      options.out_dir, options.verbose);
   if (!failures.empty()) {
     throw RunError(fmt::format("{} run over {} processes failed: {}",
                                subcommand == "ddp" ? "ddp" : "engine", children.size(),

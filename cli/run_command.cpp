@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "comparison_output.h"
 #include "numeric_options.h"
+#include "output_options.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/error.h"
 #include "seeds_job.h"
@@ -56,7 +57,8 @@ void register_run_command(CLI::App& app, int& exit_status) {
   command->add_option("cases", arguments->cases, "case names or .toml paths (default mlp2-fmnist)");
   command->add_option("--set", arguments->overrides,
                       "override a case key for every case, e.g. --set train.steps=50");
-  command->add_option("--out", arguments->out, "output folder (default parity-out)");
+  command->add_option("--out", arguments->out, "output folder (default parity-out)")
+      ->check(output_name());
   command->add_flag("--oracle", arguments->oracle,
                     "also train the engine in float64 (OUT/CASE/oracle) and judge both runs' "
                     "losses against it, as the case key compare.oracle = true does");

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "case_init.h"
+#include "output_options.h"
 #include "parity/common/error.h"
 #include "parity/common/run_dir.h"
 
@@ -18,10 +19,15 @@ void add_run_options(CLI::App* command, RunArguments& arguments, const std::stri
   command->add_option("--init", arguments.init,
                       "initial parameters (safetensors); default: made with `parity init` "
                       "into the run directory");
-  command->add_option("--out", arguments.out,
-                      "run directory to write; default: runs/CASE/" + producer + "-TIMESTAMP");
+  command
+      ->add_option("--out", arguments.out,
+                   "run directory to write; default: runs/CASE/" + producer + "-TIMESTAMP")
+      ->check(output_name());
   command->add_flag("--overwrite", arguments.overwrite, "replace an existing run directory");
   command->add_flag("--quiet", arguments.quiet, "no progress lines on stderr");
+  command->add_flag("--verbose", arguments.verbose,
+                    "with several processes: show the workers' output (the libraries' warnings) "
+                    "as well as keeping it in RUN_DIR/worker.log");
 }
 
 std::filesystem::path default_out_dir(const CaseSpec& spec, const std::string& producer) {

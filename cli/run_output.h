@@ -18,10 +18,11 @@ struct RunArguments {
   std::string out;
   bool overwrite = false;
   bool quiet = false;
+  bool verbose = false;
 };
 
-// Registers case, --set, --init, --out (default runs/CASE/PRODUCER-TIMESTAMP), --overwrite
-// and --quiet on `command`.
+// Registers case, --set, --init, --out (default runs/CASE/PRODUCER-TIMESTAMP), --overwrite,
+// --quiet and --verbose on `command`.
 void add_run_options(CLI::App* command, RunArguments& arguments, const std::string& producer);
 
 // runs/CASE/PRODUCER-TIMESTAMP

@@ -15,6 +15,7 @@
 #include "parity/common/peer_processes.h"
 #include "parity/common/run_dir.h"
 #include "parity/common/termination.h"
+#include "worker_log.h"
 
 namespace parity {
 
@@ -28,10 +29,13 @@ std::vector<std::string> run_child_processes(const std::filesystem::path& execut
                                              const std::vector<std::string>& arguments,
                                              const std::vector<ChildProcess>& children,
                                              std::chrono::seconds grace,
-                                             const std::filesystem::path& run_dir) {
+                                             const std::filesystem::path& run_dir,
+                                             bool show_output) {
   using Clock = std::chrono::steady_clock;
   const DirectoryLock lock(run_dir, fmt::format("launcher of {} processes", children.size()));
   const pid_t launcher = getpid();
+  WorkerLog log(run_dir, fmt::format("launcher pid {}, {} processes", launcher, children.size()),
+                show_output);
   const std::string launcher_text = std::to_string(launcher);
   std::map<pid_t, size_t> running;  // pid -> index in `children`
   for (size_t index = 0; index < children.size(); ++index) {
@@ -39,6 +43,7 @@ std::vector<std::string> run_child_processes(const std::filesystem::path& execut
     if (pid < 0) throw RunError("fork failed while starting " + children[index].label);
     if (pid == 0) {
       die_with_parent(launcher);
+      log.redirect_child();
       setenv("PARITY_LAUNCHER_PID", launcher_text.c_str(), 1);
       for (const auto& [name, value] : children[index].env) setenv(name.c_str(), value.c_str(), 1);
       std::string program = executable.string();
@@ -107,8 +112,10 @@ std::vector<std::string> run_child_processes(const std::filesystem::path& execut
       stopped_since.erase(child);
       it = running.erase(it);
     }
+    log.forward();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  log.report_parity_lines();
   if (!failures.empty()) {
     mark_run_dir_incomplete(run_dir,
                             fmt::format("a worker process ended before it could record why: {}",

@@ -50,6 +50,42 @@ int holder_pid(const std::string& holder) {
   return std::sscanf(holder.c_str(), "pid %d", &pid) == 1 ? pid : 0;
 }
 
+// True when `holder` (the line read from a lock file) is the launcher that started this process.
+bool held_by_launcher(const std::string& holder) {
+  const int launcher = launcher_pid_from_environment();
+  return launcher > 0 && holder_pid(holder) == launcher;
+}
+
+InputError in_use(const fs::path& dir, const fs::path& held, const std::string& holder) {
+  const std::string where =
+      held == dir ? "" : fmt::format(" is inside {}, which", held.string());
+  return InputError(fmt::format(
+      "the output folder {}{} is in use by another parity process ({}); wait for it to end, or "
+      "give this command another output folder",
+      dir.string(), where, holder.empty() ? "it has not said who it is yet" : holder));
+}
+
+// A parity process writes everything under the folder it locked (`parity run` its report
+// folder, a launcher its workers' run), so a folder above `dir` that another process holds puts
+// `dir` in use too. Throws InputError naming that process. Called with held_mutex held.
+void refuse_when_a_folder_above_is_held(const fs::path& dir) {
+  const fs::path canonical = fs::weakly_canonical(dir);
+  for (fs::path folder = canonical.parent_path();; folder = folder.parent_path()) {
+    const fs::path path = folder / kLockFile;
+    if (held_by_this_process.count(path.string()) == 0) {
+      const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd >= 0) {
+        // A shared lock, released at once by close: only a holder's exclusive lock refuses it.
+        const bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        close(fd);
+        const std::string holder = held ? read_holder(path) : "";
+        if (held && !held_by_launcher(holder)) throw in_use(dir, folder, holder);
+      }
+    }
+    if (folder == folder.parent_path()) return;
+  }
+}
+
 // Opens and locks `path`; returns the open file, or -1 when the launcher of this process holds
 // it. Throws InputError when anyone else does.
 int acquire(const fs::path& dir, const fs::path& path, const std::string& command) {
@@ -67,12 +103,8 @@ int acquire(const fs::path& dir, const fs::path& path, const std::string& comman
                                    std::strerror(lock_errno)));
     }
     const std::string holder = read_holder(path);
-    const int launcher = launcher_pid_from_environment();
-    if (launcher > 0 && holder_pid(holder) == launcher) return -1;
-    throw InputError(fmt::format(
-        "the output folder {} is in use by another parity process ({}); wait for it to end, or "
-        "give this run another output folder",
-        dir.string(), holder.empty() ? "it has not said who it is yet" : holder));
+    if (held_by_launcher(holder)) return -1;
+    throw in_use(dir, dir, holder);
   }
   const std::string line =
       fmt::format("pid {}, `{}`, since {}\n", getpid(), command, utc_timestamp_now());
@@ -97,6 +129,7 @@ DirectoryLock::DirectoryLock(const fs::path& dir, const std::string& command) {
   std::lock_guard<std::mutex> lock(held_mutex);
   auto found = held_by_this_process.find(key_);
   if (found == held_by_this_process.end()) {
+    refuse_when_a_folder_above_is_held(dir);
     found = held_by_this_process.emplace(key_, Held{acquire(dir, path, command), 0}).first;
   }
   ++found->second.count;

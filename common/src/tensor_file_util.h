@@ -3,7 +3,6 @@
 // write. Not part of parity_common's public interface.
 #pragma once
 
-#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -15,12 +14,13 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
-#include <system_error>
 
 #include "parity/common/error.h"
 #include "parity/common/host_tensor.h"
+#include "parity/common/output_path.h"
 
 namespace parity::tensor_file {
 
@@ -121,35 +121,13 @@ class BoundedReader {
   std::ifstream stream_;
 };
 
-// Writes a file atomically: `write_content` fills "<path>.tmp.<pid>", which is then renamed
-// over `path`, so a reader never sees a half-written file and a failed write leaves any old
-// file in place.
+// Writes a file atomically, links not followed (write_output_file): a reader never sees a
+// half-written file and a failed write leaves any old file in place.
 inline void write_file_atomically(const std::filesystem::path& path, const std::string& format,
                                   const std::function<void(std::ostream&)>& write_content) {
-  std::filesystem::path temp_path = path;
-  temp_path += ".tmp." + std::to_string(::getpid());
-  auto fail = [&](const std::string& problem) {
-    std::error_code ignored;
-    std::filesystem::remove(temp_path, ignored);
-    throw InputError("cannot write " + format + " '" + path.string() + "': " + problem);
-  };
-  {
-    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
-    if (!out) fail("cannot create '" + temp_path.string() + "': " + std::strerror(errno));
-    try {
-      write_content(out);
-    } catch (...) {
-      out.close();
-      std::error_code ignored;
-      std::filesystem::remove(temp_path, ignored);
-      throw;
-    }
-    out.flush();
-    if (!out) fail("write to '" + temp_path.string() + "' failed (disk full?)");
-  }
-  std::error_code error;
-  std::filesystem::rename(temp_path, path, error);
-  if (error) fail("cannot rename '" + temp_path.string() + "' to it: " + error.message());
+  std::ostringstream contents;
+  write_content(contents);
+  write_output_file(path, contents.str(), format);
 }
 
 }  // namespace parity::tensor_file

@@ -94,7 +94,17 @@ void install_termination_handler() {
     action.sa_sigaction = on_stop_signal;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART | SA_SIGINFO;
-    for (int signal : kStopSignals) sigaction(signal, &action, nullptr);
+    for (int signal : kStopSignals) {
+      // A signal this process was started with ignored stays ignored, as POSIX shells and
+      // Python leave it: `nohup parity run` must outlive its terminal, and a job started in the
+      // background of a non-interactive shell is not to be stopped by the terminal's Ctrl-C.
+      struct sigaction inherited {};
+      if (sigaction(signal, nullptr, &inherited) == 0 &&
+          (inherited.sa_flags & SA_SIGINFO) == 0 && inherited.sa_handler == SIG_IGN) {
+        continue;
+      }
+      sigaction(signal, &action, nullptr);
+    }
   });
 }
 
@@ -111,6 +121,9 @@ TerminationAction::~TerminationAction() {
 }
 
 void die_with_parent(int parent) {
+  // An ignored SIGTERM is inherited through exec, and the child would then outlive its launcher;
+  // the death signal is the launcher's, not the user's, so it is restored here.
+  ::signal(SIGTERM, SIG_DFL);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   // The launcher may have died between fork and prctl; then nobody would send the signal.
   if (getppid() != parent) std::_Exit(128 + SIGTERM);

@@ -173,7 +173,8 @@ std::optional<ProducerSummary> run_rank_threads(const CaseSpec& spec, const DdpO
                                            const c10::intrusive_ptr<c10d::Store>& store,
                                            const StoreForRank& store_for_rank, int64_t first_rank,
                                            int64_t count, RunDirWriter* writer,
-                                           const NamedTensors* init, Clock::time_point run_start) {
+                                           const NamedTensors* init, Clock::time_point run_start,
+                                           const std::string& rendezvous = "") {
   const TrainingData data = load_training_data(spec);
   MemoryMeter::install(spec.parallel.replicas);
   // One intra-op thread per rank: results cannot depend on thread counts, and the ranks
@@ -199,6 +200,7 @@ std::optional<ProducerSummary> run_rank_threads(const CaseSpec& spec, const DdpO
       context.rank = rank;
       context.world_size = spec.parallel.replicas;
       context.addresses = &addresses;
+      context.rendezvous = rendezvous;
       try {
         context.store = store_for_rank(rank);
       } catch (const std::exception& error) {
@@ -298,7 +300,8 @@ ProducerSummary run_process(const CaseSpec& spec, const DdpOptions& options,
   }
   auto summary = run_rank_threads(
       spec, options, store, [&connect](int64_t) { return connect(false); }, first_rank,
-      ranks_per_process, writer ? &*writer : nullptr, init ? &*init : nullptr, run_start);
+      ranks_per_process, writer ? &*writer : nullptr, init ? &*init : nullptr, run_start,
+      fmt::format("{}:{}", place.coordinator_host, place.coordinator_port));
   return summary.value_or(ProducerSummary{});
 }
 

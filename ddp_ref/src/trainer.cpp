@@ -43,20 +43,26 @@ torch::Tensor targets_view(const Dataset& dataset) {
                           {dataset.num_samples, dataset.target_dim}, torch::kFloat32);
 }
 
+// "rank 3 at step 10", "rank 3 before the first step" (kJoinedStep: the set-up, rendezvous
+// and DDP's broadcast).
+std::string rank_at(int64_t rank, int64_t step) {
+  return step == kJoinedStep ? fmt::format("rank {} before the first step", rank)
+                                 : fmt::format("rank {} at step {}", rank, step);
+}
+
 // Runs a collective-bearing call; a failure there is reported as a PeerFailure, since a
 // missing or failed peer is what makes a collective fail or time out.
 template <typename Fn>
-auto in_collective(const char* what, int64_t rank, int64_t step, Fn&& fn) {
+auto in_collective(const std::string& what, int64_t rank, int64_t step, Fn&& fn) {
   try {
     return fn();
   } catch (const RunError&) {
     throw;
   } catch (const c10::Error& error) {
-    throw PeerFailure(fmt::format("rank {} at step {}: {} failed: {}", rank, step, what,
+    throw PeerFailure(fmt::format("{}: {} failed: {}", rank_at(rank, step), what,
                                   error.what_without_backtrace()));
   } catch (const std::exception& error) {  // Gloo's own IoException and friends
-    throw PeerFailure(
-        fmt::format("rank {} at step {}: {} failed: {}", rank, step, what, error.what()));
+    throw PeerFailure(fmt::format("{}: {} failed: {}", rank_at(rank, step), what, error.what()));
   }
 }
 
@@ -227,11 +233,15 @@ class RankTrainer {
 void RankTrainer::set_up() {
   const auto timeout =
       std::chrono::milliseconds(static_cast<int64_t>(context_.options->timeout_seconds * 1000));
-  in_collective("joining the rendezvous store", rank_, -1, [&] {
+  const std::string rendezvous =
+      context_.rendezvous.empty()
+          ? fmt::format("rendezvous with {} ranks", world_size_)
+          : fmt::format("rendezvous with {} ranks at {}", world_size_, context_.rendezvous);
+  in_collective("joining the " + rendezvous, rank_, kJoinedStep, [&] {
     report_progress_to_store(*context_.store, rank_, kJoinedStep);
     return 0;
   });
-  group_ = in_collective("process group rendezvous", rank_, -1, [&] {
+  group_ = in_collective(rendezvous + " (process group)", rank_, kJoinedStep, [&] {
     return make_gloo_group(context_.store, rank_, world_size_, timeout);
   });
   params_ = model_->parameters();
@@ -244,10 +254,12 @@ void RankTrainer::set_up() {
     auto generator = at::make_generator<at::CPUGeneratorImpl>(1000 + rank_);
     for (auto& param : params_) param.normal_(0.0, 1.0, generator);
   }
-  ddp_ = in_collective("DDP construction (parameter check and broadcast)", rank_, -1, [&] {
+  ddp_ = in_collective("DDP construction (parameter check and broadcast)", rank_,
+                       kJoinedStep, [&] {
     return std::make_unique<DistributedDataParallel>(params_, model_->buffers(), group_);
   });
-  in_collective("exchanging process addresses", rank_, -1, [&] { exchange_addresses(); });
+  in_collective("exchanging process addresses", rank_, kJoinedStep,
+                [&] { exchange_addresses(); });
   optimizer_ = make_optimizer(spec_.train, params_);
 }
 

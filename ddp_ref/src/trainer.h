@@ -42,6 +42,8 @@ struct RankContext {
   int64_t rank = 0;
   int64_t world_size = 1;
   c10::intrusive_ptr<c10d::Store> store;
+  // Where the ranks meet, for messages: the store's HOST:PORT, or empty for an in-process one.
+  std::string rendezvous;
   RankAddresses* addresses = nullptr;
   // Rank 0 only: the initial parameters it broadcasts, and the run directory it writes.
   const NamedTensors* init_params = nullptr;

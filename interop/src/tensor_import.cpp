@@ -243,6 +243,38 @@ std::map<std::string, CanonicalParams> map_tensor_groups(const GroupedTensors& g
   return mapped;
 }
 
+// "0 to 19", "0, 5, 10", "none": the steps a run holds, for a message.
+std::string describe_steps(const std::vector<int64_t>& steps) {
+  if (steps.empty()) return "none";
+  if (steps.back() - steps.front() + 1 == static_cast<int64_t>(steps.size())) {
+    return steps.size() == 1 ? std::to_string(steps.front())
+                             : fmt::format("{} to {}", steps.front(), steps.back());
+  }
+  constexpr size_t kShown = 20;
+  const std::vector<int64_t> shown(steps.begin(),
+                                   steps.begin() + static_cast<std::ptrdiff_t>(
+                                                       std::min(kShown, steps.size())));
+  return fmt::format("{}{}", fmt::join(shown, ", "), steps.size() > kShown ? ", ..." : "");
+}
+
+// Tensors of a step the run did not record would be read by nobody (compare pairs tensors with
+// the run's steps): refused, naming the steps the run holds.
+void check_steps_in_run(const std::vector<SourceFile>& sources, const TensorImport& request,
+                        const RunDir& run) {
+  std::vector<int64_t> held;
+  for (const StepMetrics& step : run.steps) held.push_back(step.step);
+  for (const SourceFile& source : sources) {
+    if (std::binary_search(held.begin(), held.end(), source.step)) continue;
+    const std::string what = request.step ? fmt::format("--step {}", source.step)
+                                          : fmt::format("{} (step {})", source.path.string(),
+                                                        source.step);
+    throw InputError(fmt::format(
+        "{}: the run directory {} holds no step {} (its metrics.jsonl holds steps {}); import "
+        "tensors saved at one of the run's steps, or import the metrics of the whole run first",
+        what, request.run_dir.string(), source.step, describe_steps(held)));
+  }
+}
+
 TensorImportSummary import_tensors(const CaseSpec& spec, const TensorImport& request) {
   const RunDir run = read_run_dir(request.run_dir);
   if (run.info.case_hash != spec.hash()) {
@@ -257,6 +289,7 @@ TensorImportSummary import_tensors(const CaseSpec& spec, const TensorImport& req
   std::map<int64_t, NamedTensors> steps;  // step -> tensors to write, run-directory names
   std::string unmatched;
   const std::vector<SourceFile> sources = list_sources(request);
+  check_steps_in_run(sources, request, run);
   for (const SourceFile& source : sources) {
     const NamedTensors tensors = read_tensor_file(source.path);
     const GroupedTensors grouped = split_tensor_groups(tensors, request.groups, source.path);

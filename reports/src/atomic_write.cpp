@@ -1,13 +1,9 @@
 #include "atomic_write.h"
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <system_error>
 
 #include "parity/common/error.h"
+#include "parity/common/output_path.h"
 
 namespace parity::reports {
 namespace {
@@ -30,24 +26,11 @@ void create_report_directory(const fs::path& dir) {
 }
 
 void write_file_atomically(const fs::path& path, const std::string& contents) {
-  // Hidden, and unique per process, so that two writers never share a temporary file.
-  const fs::path temp_path =
-      path.parent_path() / ("." + path.filename().string() + ".tmp" + std::to_string(getpid()));
-  std::string failure;
-  {
-    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
-    if (out) out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    if (out) out.close();
-    if (!out) failure = std::strerror(errno);
+  try {
+    write_output_file(path, contents, "the report file");
+  } catch (const InputError& error) {
+    throw InputError(std::string(error.what()) + ". " + kFix);
   }
-  std::error_code error;
-  if (failure.empty()) {
-    fs::rename(temp_path, path, error);
-    if (!error) return;
-    failure = error.message();
-  }
-  fs::remove(temp_path, error);
-  fail("cannot write the report file", path, failure);
 }
 
 void remove_report_files(const fs::path& dir, const std::vector<const char*>& names) {

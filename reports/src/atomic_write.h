@@ -7,10 +7,9 @@
 
 namespace parity::reports {
 
-// Writes `contents` to a temporary file next to `path` and renames it over `path`: rename within
-// one directory is atomic, so `path` holds the old contents or the new, never a mix. The
-// temporary file is removed when anything fails. Throws parity::InputError naming the file and
-// the fix when the directory cannot be written.
+// Writes `contents` to `path` with parity::write_output_file (atomic, no link followed): `path`
+// holds the old contents or the new, never a mix. Throws parity::InputError naming the file and
+// the fix when it cannot be written.
 void write_file_atomically(const std::filesystem::path& path, const std::string& contents);
 
 // Creates `dir` and its parents when missing; throws parity::InputError when that fails, which

@@ -334,7 +334,8 @@ TEST_F(FinishedRuns, AReportThatCannotBeWrittenLeavesNoOldVerdict) {
   // A full disk, as a file size limit gives it: writes past 4 KiB fail with EFBIG (SIGXFSZ
   // ignored), so report.html, the largest, cannot be written.
   const auto full = testing::run_command(
-      fmt::format("trap '' XFSZ; ulimit -f 4; exec {} compare {} {} --report {}", kParity,
+      fmt::format("trap '' XFSZ; ulimit -f 4; exec {} compare {} {} --overwrite --report {}",
+                  kParity,
                   run_a().string(), run_b().string(), report.string()),
       60);
   EXPECT_EQ(full.exit_code, 2) << full.output;

@@ -27,6 +27,8 @@ namespace {
 
 namespace pr = pmap_engine::random;
 
+// A case with dropout: masks are refused for a case without.
+constexpr const char* kCase = "mlp-fmnist-dropout";
 constexpr int64_t kSteps = 3;
 constexpr int64_t kReplicas = 2;
 constexpr double kRate = 0.1;
@@ -140,7 +142,7 @@ class DropoutLog : public ::testing::Test {
   }
 
   // Runs `script` (after kMaskFormula) with `args`, then imports its log as a run of
-  // mlp2-fmnist on 2 replicas.
+  // kCase on 2 replicas.
   RunDir log_and_import(const std::string& script, const std::string& args) {
     testing::write_bytes(dir_.path("loop.py"), std::string(kMaskFormula) + script);
     const testing::CommandResult logged = testing::run_command(
@@ -152,9 +154,8 @@ class DropoutLog : public ::testing::Test {
         300);
     EXPECT_EQ(logged.exit_code, 0) << logged.output;
     const testing::CommandResult imported = testing::run_command(fmt::format(
-        "{} import metrics {} --case mlp2-fmnist --set parallel.replicas={} --map loss=loss "
-        "--out {}",
-        PARITY_EXECUTABLE, testing::shell_quote(dir_.path("log/metrics.jsonl").string()),
+        "{} import metrics {} --case {} --set parallel.replicas={} --map loss=loss --out {}",
+        PARITY_EXECUTABLE, testing::shell_quote(dir_.path("log/metrics.jsonl").string()), kCase,
         kReplicas, testing::shell_quote(dir_.path("run").string())));
     EXPECT_EQ(imported.exit_code, 0) << imported.output;
     EXPECT_THAT(imported.output, ::testing::HasSubstr(fmt::format(
@@ -184,8 +185,8 @@ class DropoutLog : public ::testing::Test {
 };
 
 TEST_F(DropoutLog, JaxHelperMasksAndKeysImportAsTheCppWriterSummarisesThem) {
-  // Each step's and replica's key as the case (mlp2-fmnist's default [rng]) derives it.
-  DropoutKeys keys(load_case("mlp2-fmnist").rng);
+  // Each step's and replica's key as the case (its default [rng]) derives it.
+  DropoutKeys keys(load_case(kCase).rng);
   nlohmann::json words = nlohmann::json::array();
   for (int64_t step = 0; step < kSteps; ++step) {
     const pr::Key step_key = keys.next_step_key(step);

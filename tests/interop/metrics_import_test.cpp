@@ -145,18 +145,26 @@ TEST(MetricsImport, SummaryWriterScalarsBecomeTheLossCurve) {
   EXPECT_EQ(run.steps.at(1).loss, 1.7682218551635742);
 }
 
-std::string import_error(const std::filesystem::path& source, const std::string& loss_name) {
+// The small case with dropout (mlp-fmnist-dropout's "Dropout_0"), for logged masks.
+CaseSpec dropout_case() { return load_case("mlp-fmnist-dropout", kOverrides); }
+
+std::string import_error(const CaseSpec& spec, const std::filesystem::path& source,
+                         const std::string& loss_name) {
   MetricsImport request;
   request.source = source;
   request.mapping = {{"loss", loss_name}};
   request.out_dir = source.string() + ".run";
   try {
-    import_metrics(small_case(), request);
+    import_metrics(spec, request);
   } catch (const InputError& error) {
     EXPECT_FALSE(std::filesystem::exists(request.out_dir / "run.json"));  // nothing written
     return error.what();
   }
   return "no error";
+}
+
+std::string import_error(const std::filesystem::path& source, const std::string& loss_name) {
+  return import_error(small_case(), source, loss_name);
 }
 
 TEST(MetricsImport, BadLogsAreRefusedWithTheFileLineAndFix) {
@@ -233,19 +241,23 @@ TEST(MetricsImport, LoggedDropoutDrawsMustMatchTheImportedStepsAndReplicas) {
     }
     return dir.path(name + "/metrics.jsonl");
   };
-  EXPECT_THAT(import_error(log("later", 3, 8), "loss"),
+  EXPECT_THAT(import_error(dropout_case(), log("later", 3, 8), "loss"),
               HasSubstr("rng.jsonl: step 2 has dropout draws, but " +
                         dir.path("later/metrics.jsonl").string() +
                         " logs no loss at step 2; log the masks at the steps whose metrics you "
                         "log"));
-  EXPECT_THAT(import_error(log("fewer", 2, 2), "loss"),
+  EXPECT_THAT(import_error(dropout_case(), log("fewer", 2, 2), "loss"),
               HasSubstr("rng.jsonl: no draw for step 0, replica 2, site \"Dropout_0\""));
+
+  // Masks of a case without dropout cannot be its run's (mlp2-fmnist has no dropout layer).
+  EXPECT_THAT(import_error(log("no-dropout", 2, 8), "loss"),
+              HasSubstr("holds dropout masks, but case mlp2-fmnist has no dropout"));
 
   MetricsImport request;
   request.source = log("complete", 2, 8);
   request.mapping = {{"loss", "loss"}};
   request.out_dir = dir.path("complete.run");
-  EXPECT_EQ(import_metrics(small_case(), request).dropout_draws, 2 * 8);
+  EXPECT_EQ(import_metrics(dropout_case(), request).dropout_draws, 2 * 8);
   EXPECT_EQ(read_run_dir(request.out_dir).rng.size(), 2u * 8);
 }
 

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
 
 #include "command.h"
 #include "parity/common/case_spec.h"
@@ -185,9 +186,12 @@ NamedTensors case_init() {
 }
 
 // A run directory of mlp2-fmnist (2 steps) as `parity import metrics` makes it.
-fs::path imported_metrics_run(const testing::TempDir& dir) {
-  std::ofstream(dir.path("log.jsonl"))
-      << "{\"step\": 0, \"loss\": 2.3}\n{\"step\": 1, \"loss\": 2.2}\n";
+// A run imported from a log of steps 0 and 1 (and `last_step`, when given).
+fs::path imported_metrics_run(const testing::TempDir& dir, std::optional<int64_t> last_step = {}) {
+  std::ofstream log(dir.path("log.jsonl"));
+  log << "{\"step\": 0, \"loss\": 2.3}\n{\"step\": 1, \"loss\": 2.2}\n";
+  if (last_step) log << "{\"step\": " << *last_step << ", \"loss\": 2.1}\n";
+  log.close();
   MetricsImport request;
   request.source = dir.path("log.jsonl");
   request.mapping = {{"loss", "loss"}};
@@ -294,7 +298,8 @@ TensorImport single_file(const fs::path& file, int64_t step, const fs::path& run
 
 TEST(TensorImport, StepsANameCannotHoldAreRefusedNamingTheOption) {
   testing::TempDir dir;
-  const fs::path run = imported_metrics_run(dir);
+  const int64_t last = 999'999'999'999'999'999;
+  const fs::path run = imported_metrics_run(dir, last);
   const CaseSpec spec = load_case("mlp2-fmnist", kOverrides);
   const NamedTensors init = case_init();
   write_safetensors(dir.path("step.safetensors"), torch_named(init));
@@ -311,8 +316,12 @@ TEST(TensorImport, StepsANameCannotHoldAreRefusedNamingTheOption) {
       {"--step: step 1000000000000000000 is beyond what a step_NNNNNN file name holds"});
   EXPECT_TRUE(read_run_dir(run).tensor_steps.empty());
   EXPECT_FALSE(fs::exists(run / "tensors" / "step_-00001.safetensors"));
+  // A step the run does not hold is refused, naming those it holds.
+  testing::expect_input_error(
+      [&] { import_tensors(spec, single_file(dir.path("step.safetensors"), 5, run)); },
+      {"--step 5: the run directory", "holds no step 5 (its metrics.jsonl holds steps 0, 1, "
+                                      "999999999999999999)"});
   // 18 digits are a step: written, and read back by the run directory's reader.
-  const int64_t last = 999'999'999'999'999'999;
   import_tensors(spec, single_file(dir.path("step.safetensors"), last, run));
   EXPECT_THAT(read_run_dir(run).tensor_steps, ElementsAre(last));
 }

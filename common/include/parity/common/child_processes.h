@@ -22,6 +22,9 @@ struct ChildProcess {
 // debugger) for `grace` is killed as a failure too, so a run ends even when its peers would
 // wait for it for ever. Returns one line per child that did not exit 0, in the order they
 // ended (the first is the likely cause); empty when all did.
+// The children's stdout and stderr go to RUN_DIR/worker.log, not the console (the libraries'
+// warnings); their "parity: ..." lines (a worker's error) are copied to stderr at the end, and
+// with `show_output` everything is, as it comes.
 // Throws RunError when a child cannot be started.
 //
 // The launcher holds run_dir's DirectoryLock for the whole run (its children work under it),
@@ -32,7 +35,8 @@ std::vector<std::string> run_child_processes(const std::filesystem::path& execut
                                              const std::vector<std::string>& arguments,
                                              const std::vector<ChildProcess>& children,
                                              std::chrono::seconds grace,
-                                             const std::filesystem::path& run_dir);
+                                             const std::filesystem::path& run_dir,
+                                             bool show_output = false);
 
 // "exited with code 3", "was killed by signal 9".
 std::string describe_exit(int status);

@@ -13,8 +13,10 @@ namespace parity {
 class DirectoryLock {
  public:
   // Creates `dir` when missing and locks it. Throws InputError when another process holds the
-  // lock, naming its pid, its command and when it started, and the fix; or when `dir` cannot
-  // be created or locked. Two holders are not in conflict: this process itself (one job nested
+  // lock of `dir` or of a folder above it (everything under a held folder is its holder's:
+  // `parity compare --report` into a running `parity run`'s report folder is refused), naming
+  // its pid, its command and when it started, and the fix; or when `dir` cannot be created or
+  // locked. Two holders are not in conflict: this process itself (one job nested
   // in another locks the same folder twice), and the launcher that started this process (a
   // worker of `--nproc N` writes the folder its launcher locked for the whole run).
   DirectoryLock(const std::filesystem::path& dir, const std::string& command);

@@ -19,6 +19,9 @@ struct ProducerOptions {
   std::filesystem::path out_dir;    // the run directory (process 0 writes it)
   bool overwrite = false;           // replace an existing run directory
   bool quiet = false;               // no progress lines on stderr
+  // A multi-process run: the workers' output (the libraries' warnings) on stderr as well as in
+  // RUN_DIR/worker.log.
+  bool verbose = false;
   // Every wait on another rank, device or process: rendezvous, collectives, exchanges.
   double timeout_seconds = 60;
   // Called by the writing process after each step with the number of steps done.

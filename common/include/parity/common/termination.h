@@ -13,8 +13,10 @@
 
 namespace parity {
 
-// Catches SIGINT, SIGTERM and SIGHUP and starts the thread that acts on them. Idempotent. A process that never calls it
-// keeps the default actions: the library code works the same either way.
+// Catches SIGINT, SIGTERM and SIGHUP and starts the thread that acts on them; a signal the
+// process was started with ignored (`nohup` ignores SIGHUP) is left ignored. Idempotent. A
+// process that never calls it keeps the default actions: the library code works the same
+// either way.
 void install_termination_handler();
 
 // Registers an action for as long as it lives. On a stop signal every registered action is

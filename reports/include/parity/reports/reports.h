@@ -57,6 +57,12 @@ void write_reports(const compare::ComparisonResult& result, const std::filesyste
 // new runs. Throws parity::InputError naming the file when one cannot be removed.
 void remove_reports(const std::filesystem::path& dir);
 
+// Before a comparison that will write its reports into `dir` (named by `option`, "--report"):
+// refuses (InputError, parity::check_output_file's rules) a report there that is a symbolic
+// link, and any report there at all unless `overwrite`.
+void check_report_files(const std::filesystem::path& dir, const std::string& option,
+                        bool overwrite);
+
 // When $GITHUB_STEP_SUMMARY names a file, appends `markdown` (report.md) to it and returns true;
 // returns false when the variable is unset or empty. The file is kept within
 // kGithubStepSummaryMaxBytes: a report that does not fit is cut at a line boundary and ends with
