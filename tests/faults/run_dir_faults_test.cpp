@@ -110,8 +110,8 @@ TEST_F(DamagedRunDirs, AnOracleMarkedIncompleteIsRefused) {
 
 TEST_F(DamagedRunDirs, AnOracleWithoutTheTensorsTheRunsRecordedIsRefused) {
   train_oracle();
-  // Consistent with itself (an older run of another record_steps would look so): the step's
-  // file gone and the case no longer promising it.
+  // Complete by its own promises (a schema 2 run is not held to its case's record steps), but
+  // without the last step's tensors, which both runs recorded.
   fs::remove(step_file(oracle(), kSteps - 1));
   edit_run_json(oracle(), [](auto& run) { run["schema_version"] = 2; });
   const auto compared = compare_with_oracle();
