@@ -78,12 +78,12 @@ void demote_if_tensor_files_missing(RunDir& run) {
     if (!fs::is_regular_file(file, error)) missing.push_back("tensors/" + file.filename().string());
   }
   if (missing.empty()) return;
-  demote(run, fmt::format(
-                  "run.json says complete, but {} of the {} tensor files its case's "
-                  "train.record_steps promise {} missing ({}); the run directory was cut short "
-                  "or edited: rerun the producer",
-                  missing.size(), promised.size(), missing.size() == 1 ? "is" : "are",
-                  fmt::join(missing, ", ")));
+  demote(run,
+         fmt::format("run.json says complete, but {} of the {} tensor files its case's "
+                     "train.record_steps promise {} missing ({}); the run directory was cut short "
+                     "or edited: rerun the producer",
+                     missing.size(), promised.size(), missing.size() == 1 ? "is" : "are",
+                     fmt::join(missing, ", ")));
 }
 
 }  // namespace

@@ -47,8 +47,10 @@ TEST(SpeedReruns, OneRunCountedTwiceIsRefused) {
   const RunDir b0 = run("/runs/b0", "ddp_ref", "2026-12-07T08:01:00Z");
   const RunDir c0 = run("/runs/c0", "ddp_ref", "2026-12-07T08:02:00Z");
   testing::expect_input_error(
-      [&] { check_speed_reruns({b0, run("/runs/x/../b0", "ddp_ref", "other")}, baseline, {c0, c0},
-                               candidate); },
+      [&] {
+        check_speed_reruns({b0, run("/runs/x/../b0", "ddp_ref", "other")}, baseline, {c0, c0},
+                           candidate);
+      },
       {"speed rerun /runs/x/../b0 is given twice (also as /runs/b0)"});
   RunDir copy = b0;
   copy.dir = "/runs/b0-copy";

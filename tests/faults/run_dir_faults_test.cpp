@@ -63,8 +63,8 @@ class DamagedRunDirs : public ::testing::Test {
   }
   void train_oracle() { train("pmap", "mlp2-fmnist", oracle(), "--float64"); }
   testing::CommandResult compare_with_oracle() {
-    return run_parity(fmt::format("compare {} {} --oracle {}", a().string(), b().string(),
-                                  oracle().string()));
+    return run_parity(
+        fmt::format("compare {} {} --oracle {}", a().string(), b().string(), oracle().string()));
   }
   testing::CommandResult compare() {
     return run_parity(fmt::format("compare {} {}", a().string(), b().string()));
@@ -83,8 +83,8 @@ TEST_F(DamagedRunDirs, AnOracleCutToOneStepIsRefusedAsIncomplete) {
   keep_lines(oracle(), 1);  // run.json still says complete, promising 6 steps
   const auto compared = compare_with_oracle();
   EXPECT_EQ(compared.exit_code, 3) << compared.output;
-  EXPECT_THAT(compared.output, HasSubstr("oracle refused: the oracle " + oracle().string() +
-                                         " is incomplete"));
+  EXPECT_THAT(compared.output,
+              HasSubstr("oracle refused: the oracle " + oracle().string() + " is incomplete"));
   EXPECT_THAT(compared.output, HasSubstr("metrics.jsonl holds 1 of the 6 steps it promises"));
 }
 
@@ -166,13 +166,13 @@ TEST_F(DamagedRunDirs, FewerStepsInRunJsonThanTheLinesIsADamagedRun) {
 // One speed measurement must not count as several: the gate's reruns are pairs of runs of their
 // own, by the baseline's and the candidate's producers.
 TEST_F(DamagedRunDirs, TheSameSpeedRunThreeTimesIsRefused) {
-  const auto gated = run_parity(fmt::format(
-      "gate --baseline {0} --candidate {1} --speed-baseline {0} {0}/. {0}/../a "
-      "--speed-candidate {1} {1} {1}",
-      a().string(), b().string()));
+  const auto gated = run_parity(
+      fmt::format("gate --baseline {0} --candidate {1} --speed-baseline {0} {0}/. {0}/../a "
+                  "--speed-candidate {1} {1} {1}",
+                  a().string(), b().string()));
   EXPECT_EQ(gated.exit_code, 2) << gated.output;
-  EXPECT_THAT(gated.output, HasSubstr("speed rerun " + a().string() + "/. is given twice (also as " +
-                                      a().string() + ")"));
+  EXPECT_THAT(gated.output, HasSubstr("speed rerun " + a().string() +
+                                      "/. is given twice (also as " + a().string() + ")"));
 }
 
 TEST_F(DamagedRunDirs, CopiesOfOneSpeedRunAreRefused) {
@@ -190,13 +190,13 @@ TEST_F(DamagedRunDirs, CopiesOfOneSpeedRunAreRefused) {
 
 TEST_F(DamagedRunDirs, ASpeedRunOfAnotherProducerIsRefused) {
   train("pmap", "mlp2-fmnist", temp_.path("engine"));
-  const auto gated = run_parity(fmt::format(
-      "gate --baseline {0} --candidate {1} --speed-baseline {0} --speed-candidate {2}",
-      a().string(), b().string(), temp_.path("engine").string()));
+  const auto gated = run_parity(
+      fmt::format("gate --baseline {0} --candidate {1} --speed-baseline {0} --speed-candidate {2}",
+                  a().string(), b().string(), temp_.path("engine").string()));
   EXPECT_EQ(gated.exit_code, 2) << gated.output;
-  EXPECT_THAT(gated.output, HasSubstr("candidate rerun " + temp_.path("engine").string() +
-                                      " was made by pmap_engine, the candidate " + b().string() +
-                                      " by ddp_ref"));
+  EXPECT_THAT(gated.output,
+              HasSubstr("candidate rerun " + temp_.path("engine").string() +
+                        " was made by pmap_engine, the candidate " + b().string() + " by ddp_ref"));
 }
 
 // A layers model promises its layer outputs at its first record step.
