@@ -46,9 +46,10 @@ void register_compare_command(CLI::App& app, int& exit_status) {
         throw InputError("--oracle judges one pair of runs step by step, --seeds judges "
                          "distributions over seeds; choose one");
       }
+      const compare::SeedSetOptions options = seed_set_options(*arguments);
       const compare::ComparisonResult result = compare::compare_seed_set_dirs(
           compare::seed_set_runs(arguments->run_a), compare::seed_set_runs(arguments->run_b),
-          seed_set_options(*arguments));
+          options);
       exit_status = finish_comparison(result, arguments->report, *arguments);
       return;
     }

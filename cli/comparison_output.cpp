@@ -2,10 +2,15 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <iostream>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "numeric_options.h"
+#include "parity/common/error.h"
 #include "parity/reports/reports.h"
 
 namespace parity::cli {
@@ -60,6 +65,23 @@ compare::CompareOptions comparison_options(const ComparisonArguments& arguments)
 }
 
 compare::SeedSetOptions seed_set_options(const ComparisonArguments& arguments) {
+  // Over seeds only final values are judged: a step-by-step option would be silently ignored.
+  std::vector<std::string> step_options;
+  if (arguments.loss_rtol) step_options.push_back("--loss-rtol");
+  if (arguments.loss_atol) step_options.push_back("--loss-atol");
+  if (arguments.tensor_rtol) step_options.push_back("--tensor-rtol");
+  if (arguments.tensor_atol) step_options.push_back("--tensor-atol");
+  if (arguments.allowed_bad_steps) step_options.push_back("--allowed-bad-steps");
+  if (arguments.fail_on_performance) step_options.push_back("--fail-on-performance");
+  if (!step_options.empty()) {
+    throw InputError(fmt::format(
+        "{} judge{} runs step by step, which --seeds does not: over seeds the final test loss "
+        "and accuracy are judged, and --seeds takes --loss-margin, --accuracy-margin, "
+        "--require-same-case, --report and --no-color; drop {}, or judge one pair of runs step "
+        "by step (without --seeds)",
+        fmt::join(step_options, ", "), step_options.size() == 1 ? "s" : "",
+        step_options.size() == 1 ? "it" : "them"));
+  }
   compare::SeedSetOptions options;
   options.loss_margin = arguments.loss_margin;
   options.accuracy_margin = arguments.accuracy_margin;

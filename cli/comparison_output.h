@@ -28,6 +28,8 @@ struct ComparisonArguments {
 // --require-same-case, --fail-on-performance, --no-color, --loss-margin, --accuracy-margin.
 void add_comparison_options(CLI::App* command, ComparisonArguments& arguments);
 compare::CompareOptions comparison_options(const ComparisonArguments& arguments);
+// The margins and --require-same-case; InputError naming the step-by-step options given
+// (tolerances, --allowed-bad-steps, --fail-on-performance), which mean nothing over seeds.
 compare::SeedSetOptions seed_set_options(const ComparisonArguments& arguments);
 
 // Takes `dir`, the folder a comparison will write its reports into (--report), before it

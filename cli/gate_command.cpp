@@ -20,6 +20,7 @@
 #include "parity/common/error.h"
 #include "parity/common/run_dir.h"
 #include "parity/compare/gate.h"
+#include "parity/compare/speed_reruns.h"
 #include "parity/compare/speed_verdict.h"
 #include "parity/ddp_ref/ddp_ref.h"
 #include "parity/engine_trainer/engine_trainer.h"
@@ -125,19 +126,11 @@ std::vector<RunDir> rerun_baseline(const RunDir& baseline, int64_t count, const 
   return reruns;
 }
 
-// Each run's steady step times; InputError when one trained another case than `of` or is
-// incomplete (the speed of a run cut short is no speed of its case).
-std::vector<std::vector<double>> step_times_of(const std::vector<RunDir>& runs, const RunDir& of,
-                                               const char* side) {
+// Each run's steady step times; InputError when one is incomplete (the speed of a run cut short
+// is no speed of its case).
+std::vector<std::vector<double>> step_times_of(const std::vector<RunDir>& runs, const char* side) {
   std::vector<std::vector<double>> times;
   for (const RunDir& run : runs) {
-    if (run.info.case_hash != of.info.case_hash) {
-      throw InputError(fmt::format(
-          "{} rerun {} trained case {} (hash {}), the {} {} (hash {}): speed reruns must be "
-          "of the {}'s own case",
-          side, run.dir.string(), run.info.case_name, run.info.case_hash, side, of.dir.string(),
-          of.info.case_hash, side));
-    }
     if (run.info.status != "complete") {
       throw InputError(fmt::format("{} rerun {} is {} ({}); rerun it", side, run.dir.string(),
                                    run.info.status, run.info.failure));
@@ -199,8 +192,9 @@ compare::CompareOptions::SpeedRuns speed_runs(const GateArguments& arguments,
       candidate_runs.push_back(read_run_dir(dir));
     }
   }
-  runs.b = step_times_of(baseline_runs, baseline, "baseline");
-  runs.a = step_times_of(candidate_runs, candidate, "candidate");
+  compare::check_speed_reruns(baseline_runs, baseline, candidate_runs, candidate);
+  runs.b = step_times_of(baseline_runs, "baseline");
+  runs.a = step_times_of(candidate_runs, "candidate");
   return runs;
 }
 

@@ -1,7 +1,7 @@
-// Run directory writer and reader (schema 2; schema 1, without "steps", is still read). Files, as
-// written here:
+// Run directory writer and reader (schema 3; schema 1, without "steps", and 2, without the
+// lines' "replicas", are still read). Files, as written here:
 //
-//   run.json       {"format": "parity-run", "schema_version": 2, "producer", "status", "failure",
+//   run.json       {"format": "parity-run", "schema_version": 3, "producer", "status", "failure",
 //                   "case": {"name", "hash", "toml"}, "replicas", "processes", "steps" (optional),
 //                   "dtype", "optimizer", "seed", "versions": {name: version}, "host",
 //                   "started_at", "timings": {"setup_seconds", "first_step_seconds",
@@ -15,7 +15,8 @@
 //                  Replaced atomically (temp file + rename), so a reader never sees half of it.
 //   metrics.jsonl  one compact object per step: step, loss, replica_losses, grad_norm,
 //                  param_norm, lr, step_seconds, samples_digest, and samples_set_digest,
-//                  duplicate_samples and replica_samples only when the producer recorded them. Each
+//                  duplicate_samples, replica_samples and replicas (fewer than run.json's trained
+//                  the step) only when the producer recorded them. Each
 //                  line is flushed as soon as it is written, so a killed producer leaves at most
 //                  one truncated last line.
 //   tensors/       step_NNNNNN.safetensors and, for a layers model at its first record step,
@@ -40,6 +41,7 @@
 
 #include "parity/common/error.h"
 #include "json_fields.h"
+#include "run_dir_promises.h"
 #include "parity/common/rng_streams.h"
 #include "parity/common/tensor_file.h"
 
@@ -233,6 +235,7 @@ Json step_metrics_to_json(const StepMetrics& metrics) {
   if (!metrics.samples_set_digest.empty()) line["samples_set_digest"] = metrics.samples_set_digest;
   if (metrics.duplicate_samples) line["duplicate_samples"] = *metrics.duplicate_samples;
   if (!metrics.replica_samples.empty()) line["replica_samples"] = metrics.replica_samples;
+  if (metrics.replicas) line["replicas"] = *metrics.replicas;
   return line;
 }
 
@@ -257,21 +260,41 @@ StepMetrics step_metrics_from_json(const Json& line, const std::string& where) {
     metrics.samples_set_digest = reader.string("samples_set_digest");
   }
   if (reader.has("replica_samples")) metrics.replica_samples = reader.strings("replica_samples");
+  if (reader.has("replicas")) metrics.replicas = reader.integer("replicas");
   return metrics;
+}
+
+// One loss per replica that trained the step: run.json's replicas, or the line's own "replicas"
+// where fewer did (a run resumed on fewer devices: case S10). None is legitimate too: a jit over
+// the global batch has no replica losses, nor has an import that did not log them. Schema 1 and
+// 2 lines name no replicas, so there fewer than run.json's are taken for such a resume.
+void check_replica_losses(const StepMetrics& metrics, const RunInfo& info,
+                          const std::string& where) {
+  const auto losses = static_cast<int64_t>(metrics.replica_losses.size());
+  if (metrics.replicas && (*metrics.replicas < 1 || *metrics.replicas > info.replicas)) {
+    throw InputError(fmt::format(
+        "{}: \"replicas\": {} is not between 1 and run.json's {} replicas; the file is damaged: "
+        "rerun the producer",
+        where, *metrics.replicas, info.replicas));
+  }
+  const int64_t trained = metrics.replicas.value_or(info.replicas);
+  const bool legacy_resume = info.schema_version < 3 && losses < trained;
+  if (losses == 0 || losses == trained || legacy_resume) return;
+  throw InputError(fmt::format(
+      "{}: \"replica_losses\" has {} values but {} {} replicas; a line holds one loss per "
+      "replica (a run resumed on fewer devices says so with the line's \"replicas\"); the file "
+      "is damaged or belongs to another run: rerun the producer",
+      where, losses, metrics.replicas ? "the line says" : "run.json says", trained));
 }
 
 // `being_written`: run.json says "running", so an unterminated last line is the step its producer
 // is writing at this moment, not damage; it is left out and the steps before it are read.
-std::vector<StepMetrics> read_metrics(const fs::path& path, int64_t replicas, bool being_written) {
+std::vector<StepMetrics> read_metrics(const fs::path& path, const RunInfo& info,
+                                      bool being_written) {
   std::vector<StepMetrics> steps;
   for_each_json_line(path, being_written, [&](const Json& line, const std::string& where) {
     StepMetrics metrics = step_metrics_from_json(line, where);
-    // Fewer is legitimate: a run resumed on fewer devices (case S10) logs the devices left.
-    if (static_cast<int64_t>(metrics.replica_losses.size()) > replicas) {
-      throw InputError(fmt::format("{}: \"replica_losses\" has {} values but run.json says {} "
-                                   "replicas; at most one loss per replica",
-                                   where, metrics.replica_losses.size(), replicas));
-    }
+    check_replica_losses(metrics, info, where);
     if (metrics.step < 0) {
       throw InputError(where + ": step " + std::to_string(metrics.step) + " is negative");
     }
@@ -319,6 +342,26 @@ fs::path recorded_file_path(const fs::path& dir, const std::string& prefix, int6
   return dir / kTensorsDir / fmt::format("{}{:06d}.safetensors", prefix, step);
 }
 
+// Every file the writers put in tensors/ carries its step in its metadata (RunDirWriter, parity
+// import tensors). A file whose metadata names another step was renamed or copied over another;
+// one without it was not written there by parity. Either would be judged as the wrong step.
+void check_recorded_step(const fs::path& path, const std::map<std::string, std::string>& metadata,
+                         int64_t step) {
+  const auto found = metadata.find("step");
+  if (found != metadata.end() && found->second == std::to_string(step)) return;
+  if (found == metadata.end()) {
+    throw InputError(fmt::format(
+        "{}: no \"step\" in its metadata, which every tensor file of a run directory carries: "
+        "the file was not written by parity; rerun the producer, or import the tensors with "
+        "parity import tensors",
+        path.string()));
+  }
+  throw InputError(fmt::format(
+      "{}: its metadata says step {}, its name step {}: the file was renamed or copied over "
+      "another, so the run directory is damaged; rerun the producer",
+      path.string(), found->second, step));
+}
+
 // The tensors of tensors/PREFIXNNNNNN.safetensors; InputError naming the steps that were recorded
 // (`what`: "tensors", "layer outputs") when that file is not there.
 NamedTensors read_recorded_file(const fs::path& dir, const std::string& prefix, int64_t step,
@@ -333,7 +376,9 @@ NamedTensors read_recorded_file(const fs::path& dir, const std::string& prefix, 
     for (int64_t recorded_step : recorded) message << ' ' << recorded_step;
     throw InputError(message.str());
   }
-  return read_safetensors(path).tensors;
+  SafetensorsFile file = read_safetensors(path);
+  check_recorded_step(path, file.metadata, step);
+  return std::move(file.tensors);
 }
 
 }  // namespace
@@ -491,26 +536,6 @@ void RunDirWriter::write_run_json() const {
 // ---------------------------------------------------------------------------------------------
 // Reader.
 
-namespace {
-
-// Producers record steps 0..steps-1; importers the steps they imported. A "complete" run with
-// fewer lines was cut short after the fact (a truncated copy, an edited file).
-void demote_if_steps_missing(RunDir& run) {
-  const int64_t promised = run.info.steps;
-  const int64_t recorded = static_cast<int64_t>(run.steps.size());
-  if (run.info.status != "complete" || promised < 0 || recorded == promised) return;
-  run.info.status = "incomplete";
-  run.info.failure = fmt::format(
-      "run.json says complete, but metrics.jsonl holds {} of the {} steps it promises ({}); the "
-      "run directory was cut short or edited: rerun the producer",
-      recorded, promised,
-      recorded == 0 ? std::string("no step at all")
-                    : fmt::format("recorded steps {}..{}", run.steps.front().step,
-                                  run.steps.back().step));
-}
-
-}  // namespace
-
 RunDir read_run_dir(const std::filesystem::path& dir) {
   const fs::path run_json = dir / kRunJson;
   if (!fs::is_regular_file(run_json)) {
@@ -521,13 +546,13 @@ RunDir read_run_dir(const std::filesystem::path& dir) {
   RunDir run;
   run.dir = dir;
   run.info = run_info_from_json(document, run_json.string());
-  run.steps = read_metrics(dir / kMetricsJsonl, run.info.replicas, run.info.status == "running");
+  run.steps = read_metrics(dir / kMetricsJsonl, run.info, run.info.status == "running");
   run.tensor_steps = list_recorded_steps(dir, kStepTensorsPrefix);
   run.intermediate_steps = list_recorded_steps(dir, kIntermediatesPrefix);
   std::vector<int64_t> steps;
   for (const StepMetrics& metrics : run.steps) steps.push_back(metrics.step);
   run.rng = read_rng_streams(dir, run.info.replicas, steps, run.info.status == "running");
-  demote_if_steps_missing(run);
+  hold_to_promises(run);
   return run;
 }
 

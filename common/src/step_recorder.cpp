@@ -65,6 +65,10 @@ void StepRecorder::record_step(const StepRecord& record) const {
   metrics.samples_digest = digest_sample_ids(record.global_sample_ids);
   metrics.samples_set_digest = digest_sample_set(record.global_sample_ids);
   metrics.duplicate_samples = count_duplicates(record.global_sample_ids);
+  // Fewer replicas than the case's trained this step (a run resumed on fewer devices): the line
+  // says so, since run.json's replicas no longer count its losses.
+  const auto trained = static_cast<int64_t>(record.replica_losses.size());
+  if (trained > 0 && trained < spec_.parallel.replicas) metrics.replicas = trained;
   writer_->append_rng_draws(record.rng_draws);
   writer_->append_step(metrics);
 }

@@ -185,6 +185,13 @@ TensorOracleJudgement judge_tensors_against_oracle(const RunDir& a, const RunDir
                                                    const Tolerance& tolerance, double band,
                                                    const GradientSignal& signal);
 
+// Why `oracle` cannot judge the runs, or nullopt when it can. An oracle is a run like any other:
+// one that is incomplete, or lacks a step the runs both recorded or the tensors they both
+// recorded at a step, would judge them on what it has (one step of twenty passes a run that
+// parts at the third), so the comparison refuses it and is incomplete.
+std::optional<std::string> oracle_shortfall(const RunPair& runs, const RunDir& oracle);
+// The Oracle check of a comparison whose oracle was refused: not recorded, saying why.
+Check refused_oracle_check(const std::string& why);
 // `growth`: the runs' rounding growth (rounding_growth.h), which widens the oracle's factor;
 // `tensors`: the judgement of the recorded tensors, when the oracle recorded some.
 Check check_oracle(const RunPair& runs, const CompareOptions& options,

@@ -55,8 +55,9 @@ Tolerance tensor_tolerance(const RunPair& runs, const CompareOptions& options) {
                          options.tensor_atol);
 }
 
-// "run A is incomplete (step 3: ...)", one clause per run that did not finish.
-std::string incomplete_note(const RunPair& runs) {
+// "run A is incomplete (step 3: ...)", one clause per run that did not finish, and the refused
+// oracle's.
+std::string incomplete_note(const RunPair& runs, const std::optional<std::string>& oracle_refused) {
   std::vector<std::string> notes;
   for (const auto& [label, run] : {std::pair{"A", &runs.a}, std::pair{"B", &runs.b}}) {
     const RunInfo& info = run->info;
@@ -65,6 +66,7 @@ std::string incomplete_note(const RunPair& runs) {
                                          : fmt::format("run {} is {} ({})", label, info.status,
                                                        trim_right(info.failure)));
   }
+  if (oracle_refused) notes.push_back("oracle refused: " + *oracle_refused);
   return fmt::format("{}", fmt::join(notes, "; "));
 }
 
@@ -73,7 +75,8 @@ std::string likely_cause(const std::vector<Diagnosis>& diagnoses) {
   return fmt::format("likely {} ({})", diagnoses.front().title, diagnoses.front().pitfall);
 }
 
-std::string make_headline(const ComparisonResult& result, const RunPair& runs, bool float_noise) {
+std::string make_headline(const ComparisonResult& result, const RunPair& runs, bool float_noise,
+                          const std::optional<std::string>& oracle_refused) {
   std::optional<int64_t> first_step;
   std::vector<std::string> failed_titles;
   for (const Check& check : result.checks) {
@@ -82,7 +85,7 @@ std::string make_headline(const ComparisonResult& result, const RunPair& runs, b
     if (check.first_failing_step && (!first_step || *check.first_failing_step < *first_step))
       first_step = check.first_failing_step;
   }
-  const std::string incomplete = incomplete_note(runs);
+  const std::string incomplete = incomplete_note(runs, oracle_refused);
   const size_t num_steps = runs.common.size();
   if (failed_titles.empty()) {
     if (!incomplete.empty()) {
@@ -156,8 +159,8 @@ bool accept_float_noise(ComparisonResult& result, const Findings& findings) {
   return accepted;
 }
 
-Verdict decide(const ComparisonResult& result, const RunPair& runs) {
-  if (runs.a.info.status != "complete" || runs.b.info.status != "complete") {
+Verdict decide(const ComparisonResult& result, const RunPair& runs, bool oracle_refused) {
+  if (runs.a.info.status != "complete" || runs.b.info.status != "complete" || oracle_refused) {
     return Verdict::kIncomplete;
   }
   const bool any_failed =
@@ -208,6 +211,7 @@ namespace {
 struct Judgement {
   ComparisonResult result;
   Findings findings;
+  std::optional<std::string> oracle_refused;  // why the oracle given cannot judge these runs
 };
 
 Judgement judge(const RunPair& runs, const CompareOptions& options) {
@@ -224,15 +228,17 @@ Judgement judge(const RunPair& runs, const CompareOptions& options) {
       scan_tensors(a, b, result.tensor_tolerance.rtol, result.tensor_tolerance.atol);
 
   findings.replicas = a.info.replicas;
+  // A refused oracle judges nothing: neither the loss nor any tensor.
+  if (options.oracle != nullptr) judged.oracle_refused = oracle_shortfall(runs, *options.oracle);
+  const RunDir* oracle = judged.oracle_refused ? nullptr : options.oracle;
   std::optional<TensorOracleJudgement> oracle_tensors;
   GradientSignal signal;
   // Read from both runs' cases once, for the loss band and the tensor band alike.
-  const RoundingGrowth growth =
-      options.oracle != nullptr ? rounding_growth(a, b) : RoundingGrowth{};
-  if (options.oracle != nullptr && !options.oracle->tensor_steps.empty()) {
-    signal = find_gradient_signal(*options.oracle);
+  const RoundingGrowth growth = oracle != nullptr ? rounding_growth(a, b) : RoundingGrowth{};
+  if (oracle != nullptr && !oracle->tensor_steps.empty()) {
+    signal = find_gradient_signal(*oracle);
     oracle_tensors =
-        judge_tensors_against_oracle(a, b, *options.oracle, result.tensor_tolerance,
+        judge_tensors_against_oracle(a, b, *oracle, result.tensor_tolerance,
                                      options.oracle_factor * growth.total(), signal);
     findings.oracle_vouches_for_tensors =
         oracle_tensors->judged > 0 && oracle_tensors->beyond.empty();
@@ -246,8 +252,10 @@ Judgement judge(const RunPair& runs, const CompareOptions& options) {
       check_replicas(scan, findings),
       check_data(runs, findings),
       check_rng(runs, findings),
-      check_oracle(runs, options, looser_of(dtype_tolerance(a), dtype_tolerance(b)), growth,
-                   oracle_tensors),
+      judged.oracle_refused
+          ? refused_oracle_check(*judged.oracle_refused)
+          : check_oracle(runs, options, looser_of(dtype_tolerance(a), dtype_tolerance(b)), growth,
+                         oracle_tensors),
       check_throughput(runs, options, result.speed),
       check_memory(runs, options),
   };
@@ -274,8 +282,8 @@ ComparisonResult compare_runs(const RunDir& a, const RunDir& b, const CompareOpt
   ComparisonResult& result = judged.result;
   result.diagnoses = diagnose(runs, judged.findings);
   const bool float_noise = accept_float_noise(result, judged.findings);
-  result.verdict = decide(result, runs);
-  result.headline = make_headline(result, runs, float_noise);
+  result.verdict = decide(result, runs, judged.oracle_refused.has_value());
+  result.headline = make_headline(result, runs, float_noise, judged.oracle_refused);
   result.parity_version = PARITY_VERSION;
   result.generated_at = utc_timestamp_now();
   return result;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <limits>
 
@@ -62,7 +63,58 @@ std::string growth_text(double factor, const RoundingGrowth& growth) {
   return text.empty() ? text : fmt::format(" ({}{})", format_number(factor), text);
 }
 
+// The steps of `wanted` that `have` lacks; both sorted.
+std::vector<int64_t> steps_missing(const std::vector<int64_t>& wanted,
+                                   const std::vector<int64_t>& have) {
+  std::vector<int64_t> missing;
+  std::set_difference(wanted.begin(), wanted.end(), have.begin(), have.end(),
+                      std::back_inserter(missing));
+  return missing;
+}
+
 }  // namespace
+
+std::optional<std::string> oracle_shortfall(const RunPair& runs, const RunDir& oracle) {
+  const std::string where = oracle.dir.string();
+  const std::string rerun = "train it again, as long as the runs it judges (parity pmap CASE "
+                            "--float64 with their --set overrides)";
+  if (oracle.info.status != "complete") {
+    return fmt::format("the oracle {} is {}{}; {}", where, oracle.info.status,
+                       oracle.info.failure.empty()
+                           ? std::string()
+                           : fmt::format(" ({})", trim_right(oracle.info.failure)),
+                       rerun);
+  }
+  std::vector<int64_t> compared, oracle_steps;
+  for (const StepPair& pair : runs.common) compared.push_back(pair.step());
+  for (const StepMetrics& metrics : oracle.steps) oracle_steps.push_back(metrics.step);
+  if (const std::vector<int64_t> missing = steps_missing(compared, oracle_steps);
+      !missing.empty()) {
+    return fmt::format("the oracle {} lacks {} of the {} steps the runs recorded (steps {}); {}",
+                       where, missing.size(), compared.size(), format_steps(missing), rerun);
+  }
+  std::vector<int64_t> recorded_by_both;
+  std::set_intersection(runs.a.tensor_steps.begin(), runs.a.tensor_steps.end(),
+                        runs.b.tensor_steps.begin(), runs.b.tensor_steps.end(),
+                        std::back_inserter(recorded_by_both));
+  if (const std::vector<int64_t> missing = steps_missing(recorded_by_both, oracle.tensor_steps);
+      !missing.empty()) {
+    return fmt::format("the oracle {} lacks the tensors both runs recorded at step(s) {} (no {}); "
+                       "{}",
+                       where, format_steps(missing),
+                       step_tensors_path(oracle.dir, missing.front()).filename().string(), rerun);
+  }
+  return std::nullopt;
+}
+
+Check refused_oracle_check(const std::string& why) {
+  Check check;
+  check.id = "oracle";
+  check.title = "Oracle";
+  check.status = CheckStatus::kNotRecorded;
+  check.summary = fmt::format("Oracle refused: {}.", why);
+  return check;
+}
 
 Check check_oracle(const RunPair& runs, const CompareOptions& options,
                    const Tolerance& dtype_tolerance, const RoundingGrowth& growth,

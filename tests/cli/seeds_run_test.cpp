@@ -144,6 +144,20 @@ TEST(CliRunSeeds, BadSeedOptionsAreRefusedWithExitTwo) {
                                              shell_quote(out.path("empty").string())));
   EXPECT_EQ(empty.exit_code, 2) << empty.output;
   EXPECT_THAT(empty.output, HasSubstr("holds 0 run directories"));
+  // A step-by-step tolerance means nothing over seeds: refused, not silently ignored.
+  const auto tolerance = run_command(fmt::format("{} compare --seeds {} {} --loss-rtol 0.1",
+                                                 kParity, shell_quote(out.path("empty").string()),
+                                                 shell_quote(out.path("empty").string())));
+  EXPECT_EQ(tolerance.exit_code, 2) << tolerance.output;
+  EXPECT_THAT(tolerance.output, HasSubstr("--loss-rtol judges runs step by step, which --seeds "
+                                          "does not"));
+  EXPECT_THAT(tolerance.output, HasSubstr("--seeds takes --loss-margin, --accuracy-margin"));
+  const auto run_tolerances = run_command(
+      fmt::format("{} run mlp-fmnist-dropout --seeds 2 --tensor-atol 1 --allowed-bad-steps 3 "
+                  "--out {}",
+                  kParity, shell_quote(out.path().string())));
+  EXPECT_EQ(run_tolerances.exit_code, 2) << run_tolerances.output;
+  EXPECT_THAT(run_tolerances.output, HasSubstr("--tensor-atol, --allowed-bad-steps judge runs"));
 }
 
 }  // namespace

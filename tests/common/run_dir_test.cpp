@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "parity/common/case_spec.h"
+#include "parity/common/tensor_file.h"
 #include "test_files.h"
 
 namespace parity {
@@ -155,7 +157,7 @@ TEST(RunDir, FilesHaveTheDocumentedShape) {
   write_sample_run(temp.path());
   const auto run = nlohmann::json::parse(read_bytes(temp.path() / "run.json"));
   EXPECT_EQ(run.at("format"), "parity-run");
-  EXPECT_EQ(run.at("schema_version"), 2);
+  EXPECT_EQ(run.at("schema_version"), 3);
   EXPECT_EQ(run.at("case").at("name"), "mlp_fashion_mnist");
   EXPECT_FALSE(run.contains("steps"));  // sample_info() promises none
   EXPECT_EQ(run.at("memory").at("peak_bytes_per_replica").size(), 4u);
@@ -276,9 +278,9 @@ TEST(RunDir, BadJsonNamesTheLine) {
 TEST(RunDir, NewerSchemaVersionAsksForAnUpgrade) {
   TempDir temp;
   write_sample_run(temp.path());
-  edit_run_json(temp.path(), [](auto& run) { run["schema_version"] = 3; });
+  edit_run_json(temp.path(), [](auto& run) { run["schema_version"] = 4; });
   expect_input_error([&] { read_run_dir(temp.path()); },
-                     {"written by a newer parity (schema 3); this build reads schema 2; upgrade"});
+                     {"written by a newer parity (schema 4); this build reads schema 3; upgrade"});
 }
 
 TEST(RunDir, SchemaOneRunsWithoutAPromiseAreStillRead) {
@@ -388,6 +390,82 @@ TEST(RunDir, ReplicaLossesOfTheWrongLengthAreRefusedWithTheLine) {
   expect_input_error([&] { read_run_dir(temp.path()); },
                      {(temp.path() / "metrics.jsonl").string() +
                       " line 2: \"replica_losses\" has 5 values but run.json says 4 replicas"});
+}
+
+// A run resumed on fewer devices (case S10) says so on each line it logs with fewer losses; a
+// line with fewer losses that does not say so is at odds with run.json (schema 3 on).
+TEST(RunDir, ALineWithFewerReplicaLossesMustNameItsReplicas) {
+  TempDir temp;
+  RunDirWriter writer(temp.path(), sample_info());
+  writer.append_step(sample_step(0));
+  StepMetrics resumed = sample_step(1);
+  resumed.replica_losses = {2.5, 2.25};
+  resumed.replicas = 2;
+  writer.append_step(resumed);
+  writer.finish();
+  const RunDir run = read_run_dir(temp.path());
+  EXPECT_EQ(run.steps.at(0).replicas, std::nullopt);
+  EXPECT_EQ(run.steps.at(1).replicas, 2);
+
+  std::string lines = read_bytes(temp.path() / "metrics.jsonl");
+  lines.replace(lines.find(",\"replicas\":2"), std::string(",\"replicas\":2").size(), "");
+  write_bytes(temp.path() / "metrics.jsonl", lines);
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     {(temp.path() / "metrics.jsonl").string() +
+                          " line 2: \"replica_losses\" has 2 values but run.json says 4 replicas",
+                      "a run resumed on fewer devices says so with the line's \"replicas\""});
+  // Schema 2 lines never named their replicas: fewer losses there are a resume's.
+  edit_run_json(temp.path(), [](auto& json) { json["schema_version"] = 2; });
+  EXPECT_EQ(read_run_dir(temp.path()).steps.size(), 2u);
+}
+
+TEST(RunDir, MoreLinesThanRunJsonPromisesAreRefused) {
+  TempDir temp;
+  RunInfo info = sample_info();
+  info.steps = 2;
+  RunDirWriter writer(temp.path(), info);
+  for (int64_t step = 0; step < 3; ++step) writer.append_step(sample_step(step));
+  writer.finish();
+  expect_input_error([&] { read_run_dir(temp.path()); },
+                     {(temp.path() / "run.json").string() +
+                          ": key \"steps\": the run promises 2 steps, but " +
+                          (temp.path() / "metrics.jsonl").string() + " holds 3 (steps 0..2)",
+                      "set \"steps\" to 3"});
+}
+
+TEST(RunDir, ATensorFileWhoseMetadataNamesAnotherStepIsRefused) {
+  TempDir temp;
+  write_sample_run(temp.path());
+  fs::rename(step_tensors_path(temp.path(), 2), step_tensors_path(temp.path(), 1));
+  expect_input_error([&] { read_step_tensors(temp.path(), 1); },
+                     {step_tensors_path(temp.path(), 1).string() +
+                      ": its metadata says step 2, its name step 1"});
+  write_safetensors(step_tensors_path(temp.path(), 2), sample_tensors());
+  expect_input_error([&] { read_step_tensors(temp.path(), 2); },
+                     {"no \"step\" in its metadata"});
+}
+
+// A producer's complete run holds every file its case's record steps promise; an import holds
+// what was imported.
+TEST(RunDir, ACompleteRunMissingATensorFileItsCasePromisesIsReadAsIncomplete) {
+  TempDir temp;
+  const CaseSpec spec = load_case("mlp2-fmnist", {"train.steps=3", "parallel.replicas=4"});
+  RunInfo info = run_info_for_case(spec, "ddp_ref");
+  info.steps = 3;
+  {
+    RunDirWriter writer(temp.path(), info);
+    for (int64_t step = 0; step < 3; ++step) writer.append_step(sample_step(step));
+    writer.write_tensors(0, sample_tensors());
+    writer.finish();
+  }
+  const RunDir run = read_run_dir(temp.path());
+  EXPECT_EQ(run.info.status, "incomplete");
+  EXPECT_EQ(run.info.failure,
+            "run.json says complete, but 1 of the 2 tensor files its case's train.record_steps "
+            "promise is missing (tensors/step_000002.safetensors); the run directory was cut "
+            "short or edited: rerun the producer");
+  edit_run_json(temp.path(), [](auto& json) { json["producer"] = "import:jsonl"; });
+  EXPECT_EQ(read_run_dir(temp.path()).info.status, "complete");
 }
 
 TEST(RunDir, ALauncherMarksOnlyARunStillSayingRunning) {

@@ -383,19 +383,23 @@ TEST(CompareRuns, OracleDoesNotExcuseSummedGradients) {
 
 // Whatever the oracle says of the losses, an update that differs at the first step (same
 // gradients, other parameters) is a difference in what the runs compute, not rounding.
-TEST(CompareRuns, OracleDoesNotExcuseADifferentFirstUpdate) {
+TEST(CompareRuns, AnOracleWithoutTheRunsTensorsIsRefusedAndExcusesNothing) {
   const RunDir eps_inside = read_run_dir(testing::eps_inside_sqrt_run());
   const RunDir ddp = read_run_dir(testing::ddp_run());
-  // An oracle of losses alone (its tensors not read): it cannot tell rounding from a different
-  // update, so the first-update guard decides.
+  // An oracle of losses alone cannot tell rounding from a different update: it is refused, even
+  // where its losses would have let A through.
   RunDir oracle = read_run_dir(testing::float64_run());
   oracle.tensor_steps.clear();
   CompareOptions options;
   options.oracle = &oracle;
-  options.oracle_factor = 1e9;  // the oracle passes, so the first-update guard is what decides
+  options.oracle_factor = 1e9;
   const ComparisonResult result = compare_runs(eps_inside, ddp, options);
-  ASSERT_EQ(find_check(result, "oracle").status, CheckStatus::kPass);
-  EXPECT_EQ(result.verdict, Verdict::kNotEquivalent) << result.headline;
+  const Check& oracle_check = find_check(result, "oracle");
+  EXPECT_EQ(oracle_check.status, CheckStatus::kNotRecorded);
+  EXPECT_THAT(oracle_check.summary, HasSubstr("Oracle refused: the oracle"));
+  EXPECT_THAT(oracle_check.summary, HasSubstr("lacks the tensors both runs recorded at step(s) 0"));
+  EXPECT_EQ(result.verdict, Verdict::kIncomplete) << result.headline;
+  EXPECT_THAT(result.headline, HasSubstr("oracle refused"));
   EXPECT_EQ(find_check(result, "parameters").status, CheckStatus::kFail);
   ASSERT_FALSE(result.diagnoses.empty());
   EXPECT_EQ(result.diagnoses.front().title, "Different optimizer semantics");

@@ -28,8 +28,11 @@
 
 namespace parity {
 
-// 2 added "steps" (the steps a run promises; optional). Schema 1 files are still read.
-inline constexpr int kRunSchemaVersion = 2;
+// 2 added "steps" (the steps a run promises; optional). 3: a metrics line names its "replicas"
+// when fewer than run.json's trained it, every line's replica_losses match them exactly, and a
+// producer's complete run holds every tensor file its case's record steps promise. Schema 1 and
+// 2 files are still read, by their own rules.
+inline constexpr int kRunSchemaVersion = 3;
 
 // The most replicas a run.json may describe: far beyond any data-parallel job (the largest
 // published pmap/DDP jobs span thousands of devices), so only a damaged file is refused.
@@ -49,6 +52,9 @@ struct StepMetrics {
   // at an epoch's end, or devices fed the same samples: P8); absent in older runs.
   std::optional<int64_t> duplicate_samples;
   std::vector<std::string> replica_samples;  // per-replica digests, when the case asks
+  // The replicas that trained this step when fewer than run.json's (a run resumed on fewer
+  // devices: case S10); absent otherwise, and in runs older than schema 3.
+  std::optional<int64_t> replicas;
 };
 
 struct RunTimings {
@@ -148,15 +154,19 @@ struct RunDir {
 };
 
 // Reads and validates a run directory (schema version, required keys, types and ranges, step
-// order, each step's replica losses against the replicas). Errors name the file and the line.
-// A run that says "complete" but lacks steps it promised is returned as "incomplete", its
-// failure naming what is missing: no reader takes a truncated run for a finished one.
+// order, each step's replica losses against the replicas, no more steps than run.json
+// promises). Errors name the file and the line. A run that says "complete" but lacks steps or
+// tensor files it promised is returned as "incomplete", its failure naming what is missing: no
+// reader takes a truncated run for a finished one.
 RunDir read_run_dir(const std::filesystem::path& dir);
 
 // For a launcher whose worker died before it could say so: marks the run in `dir` incomplete
 // with `why` when its run.json still says "running". Returns whether it did. A run that already
 // ended (complete, or incomplete with its own reason) is left as it is.
 bool mark_run_dir_incomplete(const std::filesystem::path& dir, const std::string& why);
+// The tensors recorded at `step`; InputError naming the steps recorded when there are none at
+// `step`, and naming the file and both steps when its metadata says another step (a file
+// renamed or copied over another: the run directory is damaged).
 NamedTensors read_step_tensors(const std::filesystem::path& dir, int64_t step);
 // The layer outputs recorded at `step` (tensors/intermediates_NNNNNN.safetensors: "input" and
 // "intermediates/PATH"); InputError naming the steps recorded when there are none at `step`.

@@ -66,7 +66,9 @@ struct CompareOptions {
   // (A may be worse than the reference, but not by more than the factor, beyond the floor).
   // The floor defaults to the runs' dtype tolerance of the loss (assert_close's, before any
   // --loss-rtol/--loss-atol) at the oracle's largest |loss|: a difference the loss check calls
-  // rounding is rounding here too. nullptr: the oracle check is "not recorded".
+  // rounding is rounding here too. nullptr: the oracle check is "not recorded". An oracle that
+  // is incomplete or lacks a step or tensor step both runs recorded is refused: it judges
+  // nothing and the verdict is kIncomplete.
   const RunDir* oracle = nullptr;
   double oracle_factor = 2.0;
   std::optional<double> oracle_floor;
