@@ -81,14 +81,11 @@ void check_output_file(const fs::path& path, const std::string& option, bool ove
   }
 }
 
-void write_output_file(const fs::path& path, const std::string& contents,
-                       const std::string& what) {
-  const auto fail = [&](const std::string& why) {
-    throw InputError(fmt::format("cannot write {} {}: {}", what, path.string(), why));
-  };
+std::string replace_file_without_following_links(const fs::path& path,
+                                                  const std::string& contents) {
   fs::path temp_path;
   const int fd = create_temporary_beside(path, temp_path);
-  if (fd < 0) fail(fmt::format("cannot create a file beside it ({})", std::strerror(errno)));
+  if (fd < 0) return fmt::format("cannot create a file beside it ({})", std::strerror(errno));
   const bool written = write_all(fd, contents);
   const int write_errno = errno;
   const bool closed = close(fd) == 0;
@@ -103,11 +100,19 @@ void write_output_file(const fs::path& path, const std::string& contents,
   std::error_code error;
   if (failure.empty()) {
     fs::rename(temp_path, path, error);
-    if (!error) return;
+    if (!error) return "";
     failure = error.message();
   }
   fs::remove(temp_path, error);
-  fail(failure);
+  return failure;
+}
+
+void write_output_file(const fs::path& path, const std::string& contents,
+                       const std::string& what) {
+  const std::string failure = replace_file_without_following_links(path, contents);
+  if (!failure.empty()) {
+    throw InputError(fmt::format("cannot write {} {}: {}", what, path.string(), failure));
+  }
 }
 
 }  // namespace parity

@@ -40,6 +40,7 @@
 #include <utility>
 
 #include "parity/common/error.h"
+#include "parity/common/output_path.h"
 #include "json_fields.h"
 #include "run_dir_promises.h"
 #include "parity/common/rng_streams.h"
@@ -384,20 +385,8 @@ NamedTensors read_recorded_file(const fs::path& dir, const std::string& prefix, 
 }  // namespace
 
 void write_text_file_atomically(const fs::path& path, const std::string& text) {
-  const fs::path temp_path = path.parent_path() / ("." + path.filename().string() + ".tmp");
-  {
-    std::ofstream out(temp_path, std::ios::binary | std::ios::trunc);
-    if (!out) throw RunError("cannot write " + temp_path.string() + ": " + std::strerror(errno));
-    out << text;
-    out.flush();
-    if (!out) throw RunError("writing " + temp_path.string() + " failed: " + std::strerror(errno));
-  }
-  std::error_code error;
-  fs::rename(temp_path, path, error);
-  if (error) {
-    throw RunError("cannot move " + temp_path.string() + " to " + path.string() + ": " +
-                   error.message());
-  }
+  const std::string failure = replace_file_without_following_links(path, text);
+  if (!failure.empty()) throw RunError("cannot write " + path.string() + ": " + failure);
 }
 
 fs::path step_tensors_path(const fs::path& dir, int64_t step) {
@@ -441,6 +430,8 @@ RunDirWriter::RunDirWriter(std::filesystem::path dir, RunInfo info, bool overwri
                      error.message());
   }
   // metrics.jsonl exists before run.json does, so a reader that finds run.json finds both.
+  // A stream follows links: one planted in the folder (metrics.jsonl -> /etc/passwd) is refused.
+  check_output_file(dir_ / kMetricsJsonl, "run file", /*overwrite=*/true);
   metrics_.open(dir_ / kMetricsJsonl, std::ios::binary | std::ios::trunc);
   if (!metrics_) {
     throw InputError("cannot create " + (dir_ / kMetricsJsonl).string() + ": " +
@@ -487,6 +478,7 @@ void RunDirWriter::append_rng_draws(const std::vector<MaskDraw>& draws) {
   if (draws.empty()) return;
   const fs::path path = rng_streams_path(dir_);
   if (!rng_.is_open()) {
+    check_output_file(path, "run file", /*overwrite=*/true);
     rng_.open(path, std::ios::binary | std::ios::trunc);
     if (!rng_) throw RunError("cannot create " + path.string() + ": " + std::strerror(errno));
   }

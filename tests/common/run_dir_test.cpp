@@ -233,6 +233,28 @@ TEST(RunDir, WriterRefusesToReuseARunUnlessOverwrite) {
   EXPECT_TRUE(run.tensor_steps.empty());  // and so are the old tensors
 }
 
+// A link planted in a run directory (metrics.jsonl, or run.json, pointing at a file of the
+// user's) is neither written through nor replaced.
+TEST(RunDir, WritersRefuseLinksPlantedInTheFolder) {
+  TempDir temp;
+  const fs::path precious = temp.path("precious");
+  write_bytes(precious, "keep me");
+  const fs::path planted = temp.path("planted");
+  fs::create_directories(planted);
+  fs::create_symlink(precious, planted / "metrics.jsonl");
+  expect_input_error([&] { RunDirWriter writer(planted, sample_info()); },
+                     {"metrics.jsonl", "symbolic link", "remove the link"});
+  EXPECT_EQ(read_bytes(precious), "keep me");
+
+  const fs::path finished = temp.path("finished");
+  write_sample_run(finished);
+  fs::remove(finished / "run.json");
+  fs::create_symlink(precious, finished / "run.json");
+  EXPECT_THROW(write_text_file_atomically(finished / "run.json", "{}"), RunError);
+  EXPECT_EQ(read_bytes(precious), "keep me");
+  EXPECT_TRUE(fs::is_symlink(finished / "run.json"));
+}
+
 TEST(RunDir, MarkIncompleteKeepsWhatWasWritten) {
   TempDir temp;
   RunDirWriter writer(temp.path(), sample_info());

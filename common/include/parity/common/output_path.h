@@ -19,6 +19,11 @@ void require_output_name(const std::string& value, const std::string& option);
 void check_output_file(const std::filesystem::path& path, const std::string& option,
                        bool overwrite);
 
+// Replaces `path` with `contents` as write_output_file does, for a caller that raises its own
+// kind of error: returns why it could not ("" when it did).
+std::string replace_file_without_following_links(const std::filesystem::path& path,
+                                                  const std::string& contents);
+
 // Writes `contents` to `path` so that a reader sees the old contents or the new, never a mix,
 // and no link is followed: a temporary file beside `path`, created exclusively (a file or link
 // planted under its name is refused, not followed), renamed over `path`. Throws InputError

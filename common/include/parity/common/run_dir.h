@@ -185,7 +185,8 @@ std::optional<int64_t> step_of_tensor_file(const std::string& name, const std::s
 RunInfo run_info_for_case(const CaseSpec& spec, const std::string& producer);
 
 // Replaces `path` with `text` atomically: a temp file beside it, then a rename, so that a reader
-// never sees half a file. RunError when it cannot be written.
+// never sees half a file, and a link at `path` is neither written through nor replaced
+// (output_path.h). RunError when it cannot be written.
 void write_text_file_atomically(const std::filesystem::path& path, const std::string& text);
 
 // ISO 8601 UTC "2026-12-02T16:30:00Z" for now.
