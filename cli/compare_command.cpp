@@ -23,12 +23,7 @@ void register_compare_command(CLI::App& app, int& exit_status) {
       ->required();
   command->add_option("run_b", arguments->run_b, "reference run directory (e.g. the DDP run)")
       ->required();
-  command
-      ->add_option("--report", arguments->report,
-                   "write report.html, report.md, report.json and junit.xml into this folder")
-      ->check(output_name());
-  command->add_flag("--overwrite", arguments->overwrite,
-                    "replace the reports of an earlier comparison in the --report folder");
+  add_report_options(command, arguments->report, arguments->overwrite, "comparison");
   command->add_option("--oracle", arguments->oracle,
                       "a higher-precision run of the same case (parity pmap CASE --float64): "
                       "each run's loss error against it separates float noise from divergence");

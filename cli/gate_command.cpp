@@ -282,12 +282,7 @@ void register_gate_command(CLI::App& app, int& exit_status) {
                    "where reruns go (default BASELINE.calibration for a calibration, "
                    "CANDIDATE.speed for --speed-reruns)")
       ->check(output_name());
-  command
-      ->add_option("--report", arguments->report,
-                   "write report.html, report.md, report.json and junit.xml into this folder")
-      ->check(output_name());
-  command->add_flag("--overwrite", arguments->overwrite,
-                    "replace the reports of an earlier gate in the --report folder");
+  add_report_options(command, arguments->report, arguments->overwrite, "gate");
   command->add_flag("--no-color", arguments->no_color, "no ANSI colours in the verdict table");
   command->callback([arguments, &exit_status] {
     const auto report_folder =

@@ -18,4 +18,14 @@ CLI::Validator output_name() {
       "PATH");
 }
 
+void add_report_options(CLI::App* command, std::string& report, bool& overwrite,
+                        const std::string& earlier) {
+  command
+      ->add_option("--report", report,
+                   "write report.html, report.md, report.json and junit.xml into this folder")
+      ->check(output_name());
+  command->add_flag("--overwrite", overwrite,
+                    "replace the reports of an earlier " + earlier + " in the --report folder");
+}
+
 }  // namespace parity::cli

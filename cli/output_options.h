@@ -6,8 +6,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace parity::cli {
 
 CLI::Validator output_name();
+
+// --report DIR and --overwrite as compare and gate take them; `earlier` names what wrote the
+// reports an --overwrite replaces ("comparison", "gate").
+void add_report_options(CLI::App* command, std::string& report, bool& overwrite,
+                        const std::string& earlier);
 
 }  // namespace parity::cli
