@@ -1,5 +1,6 @@
-// The README's engine example, verbatim between the markers, so that the README cannot drift
-// from the API: it must compile, train, and keep its loss on the documented path.
+// The engine example of docs/engine.md ("One device"), verbatim between the markers, so that
+// the page cannot drift from the API: it must compile, train, and keep its loss on the
+// documented path.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +12,7 @@
 namespace {
 
 TEST(ReadmeExample, TheDocumentedStepTrainsTheMlp) {
-  // --- README example begins ---
+  // --- docs/engine.md example begins ---
   namespace pe = pmap_engine;
   pe::TreeFunction loss_fn = [](const std::vector<pe::Tree>& a) {  // params, x, y
     const pe::Tree& p = a[0];
@@ -29,7 +30,7 @@ TEST(ReadmeExample, TheDocumentedStepTrainsTheMlp) {
         return pe::Tree::tuple({pe::optim::apply_updates(a[0], updates), state, loss_and_grads[0]});
       },
       options);
-  // --- README example ends ---
+  // --- docs/engine.md example ends ---
 
   pe::Tree params = pe::Tree::dict(
       {{"dense0", pe::Tree::dict({{"kernel", pe::full({4, 8}, 0.1)}, {"bias", pe::zeros({8})}})},

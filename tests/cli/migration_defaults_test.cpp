@@ -6,7 +6,7 @@
 // else, made the difference. M8, the negative control (SGD momentum, equivalent as written),
 // flips the other way: without momentum on the engine the comparison sees the difference. Each
 // case's runs, fed to every rule of the framework defaults on its own, match only that case's
-// rule (the README's confusion table).
+// rule (the confusion table of docs/catalogue.md, "Diagnosed from the runs alone").
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -40,7 +40,7 @@ struct MigrationDefault {
   // Whether the swap makes the engine train ddp_ref's case itself (the PyTorch-matching value).
   bool swap_matches_pytorch;
   // The rules of the framework defaults (compare/src/default_rules.h) that match the runs as
-  // written, each rule on its own: the case's row of the README's confusion table.
+  // written, each rule on its own: the case's row of docs/catalogue.md's confusion table.
   std::vector<std::string> rules;
 };
 

@@ -1,6 +1,6 @@
 // The fault matrix: every way a run can be cut short, done to real runs, each asserting the exit
 // code, how long the run took to end, and what run.json and the reports say afterwards. The
-// README's "Faults" table lists the same faults with times measured by this suite.
+// fault table of docs/faults.md lists the same faults with times measured by this suite.
 //
 // Each multi-process run trains mlp2-fmnist on 2 replicas in 2 processes with --timeout 5, and
 // far more steps than it will reach, so the fault always lands mid-training.
