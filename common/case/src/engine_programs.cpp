@@ -29,6 +29,28 @@ EngineProgram probe(std::string name, std::string what, Probe which) {
   return program;
 }
 
+// The probe programs, in table order: each looks at one engine behaviour and says what it saw.
+struct ProbeRow {
+  const char* name;
+  const char* what;
+  Probe which;
+};
+constexpr ProbeRow kProbes[] = {
+    {"probe-device-axis", "P7: the shape of a pmapped loss", Probe::kDeviceAxis},
+    {"probe-device-order", "P13: the order devices are listed in", Probe::kDeviceOrder},
+    {"probe-recompilation", "P14: which calls retrace a jitted step", Probe::kRecompilation},
+    {"probe-dropout-key", "P5: dropout masks from one key, split keys, folded keys",
+     Probe::kDropoutKey},
+    {"probe-communication-volume", "C1: bytes each device sends in an all-reduce of the gradients",
+     Probe::kCommunicationVolume},
+    {"probe-memory-7b", "C2: a 7B model's parameters, gradients and Adam state per device",
+     Probe::kMemory7b},
+    {"probe-fewer-devices", "C4: pmap over fewer devices than there are (000 §3.1)",
+     Probe::kFewerDevices},
+    {"probe-debugging", "C5: NumPy on a tracer and print inside jit (001 §4.2-4.3)",
+     Probe::kDebugging},
+};
+
 std::vector<EngineProgram> make_table() {
   std::vector<EngineProgram> table;
   table.push_back(trains("pmean", "the faithful step: grads = pmean(grad(loss_fn)(...))"));
@@ -78,26 +100,7 @@ std::vector<EngineProgram> make_table() {
   table.push_back(
       fails("jit-params-sharded", "P12: the same with params and optimizer state P('data')"));
   table.back().jit = JitShardings::kAllOnTheDataAxis;
-  table.push_back(probe("probe-device-axis", "P7: the shape of a pmapped loss", Probe::kDeviceAxis));
-  table.push_back(
-      probe("probe-device-order", "P13: the order devices are listed in", Probe::kDeviceOrder));
-  table.push_back(probe("probe-recompilation", "P14: which calls retrace a jitted step",
-                        Probe::kRecompilation));
-  table.push_back(probe("probe-dropout-key",
-                        "P5: dropout masks from one key, split keys, folded keys",
-                        Probe::kDropoutKey));
-  table.push_back(probe("probe-communication-volume",
-                        "C1: bytes each device sends in an all-reduce of the gradients",
-                        Probe::kCommunicationVolume));
-  table.push_back(probe("probe-memory-7b",
-                        "C2: a 7B model's parameters, gradients and Adam state per device",
-                        Probe::kMemory7b));
-  table.push_back(probe("probe-fewer-devices",
-                        "C4: pmap over fewer devices than there are (000 §3.1)",
-                        Probe::kFewerDevices));
-  table.push_back(probe("probe-debugging",
-                        "C5: NumPy on a tracer and print inside jit (001 §4.2-4.3)",
-                        Probe::kDebugging));
+  for (const ProbeRow& row : kProbes) table.push_back(probe(row.name, row.what, row.which));
   return table;
 }
 

@@ -99,6 +99,13 @@ std::string describe_json(const Json& value) {
   return std::string(value.type_name()) + " " + text;
 }
 
+ObjectReader expect_object(const Json& value, const std::string& where, const std::string& place) {
+  if (!value.is_object()) {
+    throw InputError(where + ": expected a JSON object" + place + ", found " + describe_json(value));
+  }
+  return ObjectReader(value, where);
+}
+
 std::string read_text_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot open " + path.string() + ": " + std::strerror(errno));

@@ -155,6 +155,12 @@ class ObjectReader {
   std::string prefix_;
 };
 
+// A reader of `value`, the object of a whole document or of one JSON Lines line; InputError
+// "WHERE: expected a JSON object[ PLACE], found ..." when it is something else. `place` says
+// where in the file it stands, when the file is not JSON Lines (" at the top level").
+ObjectReader expect_object(const Json& value, const std::string& where,
+                           const std::string& place = "");
+
 std::string read_text_file(const std::filesystem::path& path);
 
 // A whole JSON document (run.json); parse errors name `where`, the line and the column.

@@ -46,10 +46,7 @@ int64_t count_bits(const std::vector<uint8_t>& bytes) {
 }
 
 MaskDraw draw_from_json(const Json& line, const std::string& where, int64_t replicas) {
-  if (!line.is_object()) {
-    throw InputError(where + ": expected a JSON object, found " + describe_json(line));
-  }
-  const ObjectReader reader(line, where);
+  const ObjectReader reader = expect_object(line, where);
   MaskDraw draw;
   draw.step = reader.integer("step");
   draw.replica = reader.integer("replica");

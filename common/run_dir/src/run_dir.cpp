@@ -151,11 +151,7 @@ void read_state_bytes(const ObjectReader& memory, RunInfo& info, const std::stri
 }
 
 RunInfo run_info_from_json(const Json& document, const std::string& where) {
-  if (!document.is_object()) {
-    throw InputError(where + ": expected a JSON object at the top level, found " +
-                     describe_json(document));
-  }
-  const ObjectReader run(document, where);
+  const ObjectReader run = expect_object(document, where, " at the top level");
   check_format(run, where);
 
   RunInfo info;
@@ -240,10 +236,7 @@ Json step_metrics_to_json(const StepMetrics& metrics) {
 }
 
 StepMetrics step_metrics_from_json(const Json& line, const std::string& where) {
-  if (!line.is_object()) {
-    throw InputError(where + ": expected a JSON object, found " + describe_json(line));
-  }
-  const ObjectReader reader(line, where);
+  const ObjectReader reader = expect_object(line, where);
   StepMetrics metrics;
   metrics.step = reader.integer("step");
   metrics.loss = reader.number("loss");

@@ -122,13 +122,17 @@ const json& entry_field(BoundedReader& file, const std::string& name, const json
   return *found;
 }
 
+// Fails naming the JSON type `key` holds and the one it should.
+[[noreturn]] void fail_entry_type(BoundedReader& file, const std::string& name, const char* key,
+                                  const json& value, const char* expected) {
+  fail_entry(file, name,
+             std::string("\"") + key + "\" is a JSON " + value.type_name() + ", expected " +
+                 expected);
+}
+
 DType parse_dtype(BoundedReader& file, const std::string& name, const json& entry) {
   const json& value = entry_field(file, name, entry, "dtype", "a dtype string such as \"F32\"");
-  if (!value.is_string()) {
-    fail_entry(file, name,
-               std::string("\"dtype\" is a JSON ") + value.type_name() +
-                   ", expected a string such as \"F32\"");
-  }
+  if (!value.is_string()) fail_entry_type(file, name, "dtype", value, "a string such as \"F32\"");
   std::string dtype_text = value.get<std::string>();
   std::optional<DType> dtype = dtype_from_name(dtype_text);
   if (!dtype) {
@@ -142,9 +146,7 @@ DType parse_dtype(BoundedReader& file, const std::string& name, const json& entr
 Shape parse_shape(BoundedReader& file, const std::string& name, const json& entry) {
   const json& value = entry_field(file, name, entry, "shape", "an array of dimensions");
   if (!value.is_array()) {
-    fail_entry(file, name,
-               std::string("\"shape\" is a JSON ") + value.type_name() +
-                   ", expected an array of non-negative integers");
+    fail_entry_type(file, name, "shape", value, "an array of non-negative integers");
   }
   Shape shape;
   for (size_t axis = 0; axis < value.size(); ++axis) {
