@@ -13,12 +13,12 @@
 namespace parity {
 
 // Steps: a run must end, and every step index must be nameable. Tensor files are named
-// step_%06d (common/run_dir/src/run_dir.cpp), read back with up to 18 digits, so any int64 step
-// would fit the reader; the cap is the endlessness bound: 10 million optimizer steps is ~3 hours at
-// 1 ms per step (mlp2-fmnist takes ~5 ms per step here), and every producer's step loop and
-// metrics.jsonl (one line per step) stay bounded. It also bounds steps x grad_accum_steps (the
-// batches read: batch s*k+m is micro-batch m of step s in both producers), so that index
-// cannot overflow.
+// step_%06d (common/run_dir/src/recorded_tensors.cpp), read back with up to 18 digits, so any
+// int64 step would fit the reader; the cap is the endlessness bound: 10 million optimizer steps
+// is ~3 hours at 1 ms per step (mlp2-fmnist takes ~5 ms per step here), and every producer's
+// step loop and metrics.jsonl (one line per step) stay bounded. It also bounds steps x
+// grad_accum_steps (the batches read: batch s*k+m is micro-batch m of step s in both
+// producers), so that index cannot overflow.
 inline constexpr int64_t kMaxCaseSteps = 10'000'000;
 
 // Replicas: ddp_ref runs every rank as a thread (or a process of threads) and meters each
