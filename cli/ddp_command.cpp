@@ -11,16 +11,14 @@
 #include "parity/common/run_dir.h"
 #include "parity/common/tensor_file.h"
 #include "parity/ddp_ref/ddp_ref.h"
-#include "numeric_options.h"
+#include "process_options.h"
 #include "producer_processes.h"
 #include "run_output.h"
 
 namespace parity::cli {
 namespace {
 
-struct DdpArguments : RunArguments {
-  int64_t nproc = 0;  // 0: the case's parallel.processes
-  double timeout_seconds = 60;
+struct DdpArguments : RunArguments, ProcessArguments {
   std::string inject_fault;
 };
 
@@ -68,15 +66,10 @@ void register_ddp_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "ddp", "Train a case with LibTorch DDP (c10d Reducer over Gloo) and write a run directory");
   add_run_options(command, *arguments, "ddp");
-  command
-      ->add_option("--nproc", arguments->nproc,
-                   "processes to spread the replicas over (default: the case's "
-                   "parallel.processes); 1 runs every rank as a thread")
-      ->check(integer_in(1, kMaxCaseReplicas));
-  command
-      ->add_option("--timeout", arguments->timeout_seconds,
-                   "seconds any rank waits for the others before failing (default 60)")
-      ->check(positive_number(kMaxTimeoutSeconds));
+  add_process_options(command, *arguments,
+                      "processes to spread the replicas over (default: the case's "
+                      "parallel.processes); 1 runs every rank as a thread",
+                      "seconds any rank waits for the others before failing (default 60)");
   command->add_option("--inject-fault", arguments->inject_fault,
                       "make RANK fail at STEP, to see how failures are reported: "
                       "RANK:STEP:throw|exit|nan");

@@ -6,20 +6,18 @@
 #include "parity/common/case_spec.h"
 #include "parity/common/engine_programs.h"
 #include "parity/common/error.h"
-#include "numeric_options.h"
 #include "parity/engine_trainer/engine_trainer.h"
+#include "process_options.h"
 #include "producer_processes.h"
 #include "run_output.h"
 
 namespace parity::cli {
 
 void register_pmap_command(CLI::App& app) {
-  struct Arguments : RunArguments {
+  struct Arguments : RunArguments, ProcessArguments {
     std::string program;
     bool check_replicas = false;
     bool float64 = false;
-    int64_t nproc = 0;
-    double timeout_seconds = 60;
   };
   auto arguments = std::make_shared<Arguments>();
   CLI::App* command = app.add_subcommand(
@@ -41,15 +39,10 @@ void register_pmap_command(CLI::App& app) {
   command->add_flag("--float64", arguments->float64,
                     "train in float64 (params, optimizer state, data, every op): the oracle run "
                     "for parity compare --oracle; run.json records dtype f64");
-  command
-      ->add_option("--nproc", arguments->nproc,
-                   "processes to spread the devices over, each joining the others as "
-                   "jax.distributed.initialize does (default: the case's parallel.processes)")
-      ->check(integer_in(1, kMaxCaseReplicas));
-  command
-      ->add_option("--timeout", arguments->timeout_seconds,
-                   "seconds a process may wait for the others (joining, every exchange)")
-      ->check(positive_number(kMaxTimeoutSeconds));
+  add_process_options(command, *arguments,
+                      "processes to spread the devices over, each joining the others as "
+                      "jax.distributed.initialize does (default: the case's parallel.processes)",
+                      "seconds a process may wait for the others (joining, every exchange)");
   command->callback([arguments] {
     // The engine trains the case with its scenario.engine_overrides (a process started by a
     // launcher gets the case already resolved; applying them again changes nothing).

@@ -1,11 +1,12 @@
 // parity tensors diff A B: two weight (or gradient) files, each in PyTorch's or Flax's names
-// and layouts, mapped onto canonical names (interop/param_names.h) and compared value by value
-// (compare/tensor_diff.h). The question a migration asks first: did my converted checkpoint
-// keep every parameter, in the right layout? Tensors pair within their group only (params,
-// grads, batch_stats: interop/tensor_import.h's split_tensor_groups and map_tensor_groups, which
-// moves a saved model's BatchNorm statistics into batch_stats as a run directory records them):
-// a gradient is never compared with a parameter of the same name. With --case, a layers model's
-// tensors take the case's Flax paths as names (interop/param_names.h).
+// and layouts, mapped onto canonical names (interop/param_names.h), then paired and compared
+// value by value by compare (compare/tensor_diff.h); this command reads, maps and prints. The
+// question a migration asks first: did my converted checkpoint keep every parameter, in the
+// right layout? Tensors pair within their group only (params, grads, batch_stats:
+// interop/tensor_import.h's split_tensor_groups and map_tensor_groups, which moves a saved
+// model's BatchNorm statistics into batch_stats as a run directory records them): a gradient is
+// never compared with a parameter of the same name. With --case, a layers model's tensors take
+// the case's Flax paths as names (interop/param_names.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -33,7 +34,7 @@ struct Side {
   std::string kind;       // from-names, params, grads
   std::string kind_flag;  // "--kind-a", to name in hints
   interop::GroupedTensors grouped;
-  std::map<std::string, interop::CanonicalParams> mapped;  // group -> its tensors, mapped
+  compare::MappedTensorFile mapped;
 };
 
 Side read_side(const std::string& label, const std::string& path, const std::string& naming,
@@ -42,17 +43,17 @@ Side read_side(const std::string& label, const std::string& path, const std::str
       {"from-names", interop::TensorGroups::kFromPrefixesOrModel},
       {"params", interop::TensorGroups::kParams},
       {"grads", interop::TensorGroups::kGrads}};
-  Side side{label, path, kind, label == "A" ? "--kind-a" : "--kind-b", {}, {}};
+  Side side{label, path, kind, label == "A" ? "--kind-a" : "--kind-b", {}, {path, {}}};
   side.grouped =
       interop::split_tensor_groups(interop::read_tensor_file(path), kinds.at(kind), path);
-  side.mapped = interop::map_tensor_groups(side.grouped, interop::param_naming_from_name(naming),
-                                           path, layer_model, true);
+  side.mapped.groups = interop::map_tensor_groups(
+      side.grouped, interop::param_naming_from_name(naming), path, layer_model, true);
   return side;
 }
 
 std::string group_names(const Side& side) {
   std::vector<std::string> names;
-  for (const auto& entry : side.mapped) names.push_back(entry.first);
+  for (const auto& entry : side.mapped.groups) names.push_back(entry.first);
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
@@ -84,6 +85,47 @@ void print_mapping(const std::string& heading, const interop::CanonicalParams& m
   for (const interop::NameMapping& ignored : mapped.ignored) {
     std::cout << fmt::format("  ignored {}: {}\n", ignored.source, ignored.note);
   }
+}
+
+// Each group's mappings and unpaired names, the compared pairs, and the verdict line.
+void print_diff(const compare::TensorFileDiff& diff, const Side& a, const Side& b) {
+  for (const compare::TensorGroupDiff& group : diff.groups) {
+    const interop::CanonicalParams& mapped_a = a.mapped.groups.at(group.group);
+    const interop::CanonicalParams& mapped_b = b.mapped.groups.at(group.group);
+    print_mapping(fmt::format("{}: A", group.group), mapped_a);
+    print_mapping(fmt::format("{}: B", group.group), mapped_b);
+    if (!group.names.all_matched()) {
+      std::cout << fmt::format("{}: names that do not match\n", group.group)
+                << interop::format_unmatched(group.names, "A", &mapped_a, "B", &mapped_b);
+    }
+  }
+  std::cout << fmt::format("{:<28} {:>12} {:>12} {:>10}\n", "tensor", "max |a-b|", "rel L2",
+                           "verdict");
+  std::vector<std::string> compared_groups;
+  for (const compare::TensorGroupDiff& group : diff.groups) {
+    compared_groups.push_back(group.group);
+    for (const compare::TensorPair& pair : group.pairs) {
+      const compare::TensorDelta& delta = pair.delta;
+      std::cout << fmt::format("{:<28} {:>12.4g} {:>12.4g} {:>10}\n",
+                               group.group + "/" + delta.name, delta.max_abs, delta.rel_l2,
+                               delta.within_tolerance ? "within" : "OUTSIDE");
+    }
+  }
+  std::vector<std::string> not_compared;
+  for (const std::string& group : diff.groups_only_in_a) {
+    not_compared.push_back(fmt::format("{} (only A holds {})", group, group));
+  }
+  for (const std::string& group : diff.groups_only_in_b) {
+    not_compared.push_back(fmt::format("{} (only B holds {})", group, group));
+  }
+  std::cout << fmt::format(
+      "parity tensors diff of {}: {} names matched, {} unmatched, {} of {} compared tensors "
+      "outside rtol {} atol {}: {}{}\n",
+      fmt::join(compared_groups, " and "), diff.num_matched(), diff.num_unmatched(),
+      diff.num_outside(), diff.num_compared(), diff.rtol, diff.atol,
+      diff.same() ? "same" : "DIFFERENT",
+      not_compared.empty() ? ""
+                           : fmt::format("; not compared: {}", fmt::join(not_compared, ", ")));
 }
 
 }  // namespace
@@ -143,21 +185,9 @@ void register_tensors_command(CLI::App& app, int& exit_status) {
     const Side b = read_side("B", arguments->b, arguments->naming_b, arguments->kind_b, layers);
     print_groups(a);
     print_groups(b);
-    // Groups pair by name only: a gradient is never compared with a parameter.
-    std::vector<std::string> compared_groups, not_compared;
-    for (const auto& [group, mapped] : a.mapped) {
-      if (b.mapped.count(group) != 0) {
-        compared_groups.push_back(group);
-      } else {
-        not_compared.push_back(fmt::format("{} (only A holds {})", group, group));
-      }
-    }
-    for (const auto& [group, mapped] : b.mapped) {
-      if (a.mapped.count(group) == 0) {
-        not_compared.push_back(fmt::format("{} (only B holds {})", group, group));
-      }
-    }
-    if (compared_groups.empty()) {
+    const compare::TensorFileDiff judged =
+        compare::diff_tensor_files(a.mapped, b.mapped, arguments->rtol, arguments->atol);
+    if (judged.groups.empty()) {
       throw InputError(fmt::format(
           "nothing to compare: A ({}) holds {} and B ({}) holds {}; tensors of different groups "
           "are never compared (a gradient is not a parameter). Fix: diff files that hold the "
@@ -165,46 +195,8 @@ void register_tensors_command(CLI::App& app, int& exit_status) {
           "gradients, say so with --kind-a grads or --kind-b grads",
           a.path, group_names(a), b.path, group_names(b)));
     }
-    size_t num_matched = 0, num_unmatched = 0, num_outside = 0;
-    std::vector<compare::TensorDelta> deltas;
-    for (const std::string& group : compared_groups) {
-      const interop::CanonicalParams& mapped_a = a.mapped.at(group);
-      const interop::CanonicalParams& mapped_b = b.mapped.at(group);
-      print_mapping(fmt::format("{}: A", group), mapped_a);
-      print_mapping(fmt::format("{}: B", group), mapped_b);
-      const interop::NameComparison names =
-          interop::compare_param_names(mapped_a.tensors, mapped_b.tensors);
-      if (!names.all_matched()) {
-        std::cout << fmt::format("{}: names that do not match\n", group)
-                  << interop::format_unmatched(names, "A", &mapped_a, "B", &mapped_b);
-      }
-      num_matched += names.matched.size();
-      num_unmatched +=
-          names.only_in_a.size() + names.only_in_b.size() + names.shape_differs.size();
-      for (compare::TensorDelta& delta :
-           compare::diff_tensor_sets(mapped_a.tensors, mapped_b.tensors, a.path, b.path,
-                                     arguments->rtol, arguments->atol)) {
-        delta.name = group + "/" + delta.name;
-        deltas.push_back(std::move(delta));
-      }
-    }
-    std::cout << fmt::format("{:<28} {:>12} {:>12} {:>10}\n", "tensor", "max |a-b|", "rel L2",
-                             "verdict");
-    for (const compare::TensorDelta& delta : deltas) {
-      num_outside += delta.within_tolerance ? 0 : 1;
-      std::cout << fmt::format("{:<28} {:>12.4g} {:>12.4g} {:>10}\n", delta.name, delta.max_abs,
-                               delta.rel_l2, delta.within_tolerance ? "within" : "OUTSIDE");
-    }
-    const bool same = num_unmatched == 0 && num_outside == 0;
-    std::cout << fmt::format(
-        "parity tensors diff of {}: {} names matched, {} unmatched, {} of {} compared tensors "
-        "outside rtol {} atol {}: {}{}\n",
-        fmt::join(compared_groups, " and "), num_matched, num_unmatched, num_outside,
-        deltas.size(), arguments->rtol, arguments->atol, same ? "same" : "DIFFERENT",
-        not_compared.empty()
-            ? ""
-            : fmt::format("; not compared: {}", fmt::join(not_compared, ", ")));
-    exit_status = same ? 0 : 1;
+    print_diff(judged, a, b);
+    exit_status = judged.same() ? 0 : 1;
   });
 }
 

@@ -17,6 +17,7 @@
 
 #include "pmap_engine/axis_spec.h"
 #include "pmap_engine/device.h"
+#include "pmap_engine/mapped.h"
 #include "pmap_engine/transforms.h"
 
 namespace pmap_engine {
@@ -43,28 +44,9 @@ struct PmapOptions {
   std::optional<DeviceSet> devices;
 };
 
-struct MappedExecutionStats {
-  int64_t peak_bytes_per_device = 0;  // exact, from the planner (the same on every device)
-  int64_t peak_footprint_bytes_per_device = 0;  // live buffers and dead storage kept for reuse
-  int64_t num_ops = 0;
-  int64_t num_collectives = 0;
-  int64_t donated_reuses = 0;  // summed over devices
-};
-
-class Pmapped {
+class Pmapped : public Mapped {
  public:
   Pmapped(TreeFunction function, PmapOptions options);
-  ~Pmapped();
-  Tree operator()(const std::vector<Tree>& args) const;
-
-  CacheStats cache_stats() const;
-  MappedExecutionStats last_execution() const;
-  // The per-device program traced for these arguments, with its collectives.
-  std::string program_text(const std::vector<Tree>& args) const;
-
- private:
-  struct State;
-  std::shared_ptr<State> state_;
 };
 
 Pmapped pmap(TreeFunction function, PmapOptions options = {});

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "pmap_engine/mesh.h"
-#include "pmap_engine/pmap.h"
+#include "pmap_engine/mapped.h"
 #include "pmap_engine/transforms.h"
 
 namespace pmap_engine {
@@ -38,20 +38,9 @@ struct ShardMapOptions {
   std::set<size_t> donate_argnums;
 };
 
-class ShardMapped {
+class ShardMapped : public Mapped {
  public:
   ShardMapped(TreeFunction function, Mesh mesh, ShardMapOptions options);
-  ~ShardMapped();
-  Tree operator()(const std::vector<Tree>& args) const;
-
-  CacheStats cache_stats() const;
-  MappedExecutionStats last_execution() const;
-  // The per-device program traced for these arguments.
-  std::string program_text(const std::vector<Tree>& args) const;
-
- private:
-  struct State;
-  std::shared_ptr<State> state_;
 };
 
 ShardMapped shard_map(TreeFunction function, Mesh mesh, ShardMapOptions options);

@@ -1,6 +1,6 @@
 #include "pmap_engine/axis_spec.h"
 
-#include <sstream>
+#include "core/python_repr.h"
 
 namespace pmap_engine {
 
@@ -67,29 +67,13 @@ std::vector<std::optional<int64_t>> AxisSpec::broadcast_over(const Tree& value,
 }
 
 std::string AxisSpec::to_string() const {
-  std::ostringstream out;
+  const auto child_text = [](const AxisSpec& child) { return child.to_string(); };
   switch (kind_) {
-    case Kind::kLeaf:
-      out << (axis_ ? std::to_string(*axis_) : "None");
-      break;
-    case Kind::kTuple:
-      out << "(";
-      for (size_t c = 0; c < children_.size(); ++c)
-        out << (c ? ", " : "") << children_[c].to_string();
-      out << (children_.size() == 1 ? ",)" : ")");
-      break;
-    case Kind::kDict: {
-      out << "{";
-      bool first = true;
-      for (const auto& [key, child] : entries_) {
-        out << (first ? "" : ", ") << "'" << key << "': " << child.to_string();
-        first = false;
-      }
-      out << "}";
-      break;
-    }
+    case Kind::kLeaf: return axis_ ? std::to_string(*axis_) : "None";
+    case Kind::kTuple: return tuple_repr(children_, child_text);
+    case Kind::kDict: return dict_repr(entries_, child_text);
   }
-  return out.str();
+  return "";
 }
 
 }  // namespace pmap_engine

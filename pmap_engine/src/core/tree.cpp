@@ -1,6 +1,6 @@
 #include "pmap_engine/tree.h"
 
-#include <sstream>
+#include "core/python_repr.h"
 
 namespace pmap_engine {
 
@@ -98,30 +98,14 @@ std::vector<std::string> Tree::key_paths() const {
 }
 
 std::string Tree::structure() const {
-  std::ostringstream out;
+  const auto child_structure = [](const Tree& child) { return child.structure(); };
   switch (kind_) {
-    case Kind::kLeaf: out << "*"; break;
-    case Kind::kNone: out << "None"; break;
-    case Kind::kTuple: {
-      out << "(";
-      for (size_t i = 0; i < children_.size(); ++i) {
-        out << (i ? ", " : "") << children_[i].structure();
-      }
-      out << (children_.size() == 1 ? ",)" : ")");
-      break;
-    }
-    case Kind::kDict: {
-      out << "{";
-      bool first = true;
-      for (const auto& [key, child] : entries_) {
-        out << (first ? "" : ", ") << "'" << key << "': " << child.structure();
-        first = false;
-      }
-      out << "}";
-      break;
-    }
+    case Kind::kLeaf: return "*";
+    case Kind::kNone: return "None";
+    case Kind::kTuple: return tuple_repr(children_, child_structure);
+    case Kind::kDict: return dict_repr(entries_, child_structure);
   }
-  return out.str();
+  return "";
 }
 
 Tree Tree::rebuild(const std::vector<Array>& leaves, size_t& next) const {

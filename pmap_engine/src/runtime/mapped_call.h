@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "pmap_engine/mesh.h"
-#include "pmap_engine/pmap.h"
+#include "pmap_engine/mapped.h"
 #include "runtime/executor.h"
 #include "runtime/sharding.h"
 

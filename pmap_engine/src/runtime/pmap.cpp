@@ -14,7 +14,7 @@
 #include "pmap_engine/distributed.h"
 #include "pmap_engine/jax_release.h"
 #include "pmap_engine/sharding.h"
-#include "runtime/mapped_call.h"
+#include "runtime/mapped_placement.h"
 
 namespace pmap_engine {
 namespace {
@@ -49,24 +49,50 @@ int64_t normalised_in_axis(int64_t axis, const Array& leaf, size_t argnum,
   return normalised;
 }
 
-}  // namespace
+runtime::MappedFunctionOptions mapped_function_options(const PmapOptions& options) {
+  runtime::MappedFunctionOptions mapped;
+  mapped.what = "pmap";
+  mapped.static_argnums = options.static_broadcasted_argnums;
+  mapped.donate_argnums = options.donate_argnums;
+  mapped.check_replicated_outputs = options.check_replicated_outputs;
+  return mapped;
+}
 
-struct Pmapped::State {
-  PmapOptions options;
-  DeviceSet devices{1};
-  std::unique_ptr<runtime::MappedFunction> mapped;
+class PmapPlacement : public Mapped::Placement {
+ public:
+  PmapPlacement(TreeFunction function, PmapOptions options)
+      : Placement(runtime::MappedFunction(std::move(function), mapped_function_options(options))),
+        options_(std::move(options)),
+        devices_(options_.devices ? *options_.devices : DeviceSet::from_environment()) {}
 
-  bool is_static(size_t a) const { return options.static_broadcasted_argnums.count(a) > 0; }
+  Layout layout(const std::vector<Tree>& args) const override {
+    const auto axes = leaf_axes(args);
+    const int64_t local_size = mapped_size(args, axes);
+    // jax/_src/pmap.py: with several processes each passes its local devices' part, and the
+    // mapped axis spans local_axis_size * process_count devices, grouped by process.
+    std::optional<runtime::ProcessSpan> span;
+    if (distributed::is_initialized() && distributed::process_count() > 1) {
+      span = runtime::ProcessSpan{distributed::process_count(),
+                                  distributed::process_index() * local_size};
+    }
+    return {mesh(local_size), in_shardings(axes), out_shardings(), span};
+  }
+
+ private:
+  PmapOptions options_;
+  DeviceSet devices_;
+
+  bool is_static(size_t a) const { return options_.static_broadcasted_argnums.count(a) > 0; }
 
   // Each dynamic argument's per-leaf axes (normalised), static arguments empty.
   std::vector<std::vector<std::optional<int64_t>>> leaf_axes(const std::vector<Tree>& args) const {
-    if (!options.in_axes.empty() && options.in_axes.size() != args.size()) {
-      AxisSpec::tuple(options.in_axes).broadcast_over(Tree::tuple(args), "pmap in_axes");
+    if (!options_.in_axes.empty() && options_.in_axes.size() != args.size()) {
+      AxisSpec::tuple(options_.in_axes).broadcast_over(Tree::tuple(args), "pmap in_axes");
     }
     std::vector<std::vector<std::optional<int64_t>>> axes(args.size());
     for (size_t a = 0; a < args.size(); ++a) {
       if (is_static(a)) continue;
-      const AxisSpec spec = options.in_axes.empty() ? AxisSpec(0) : options.in_axes[a];
+      const AxisSpec spec = options_.in_axes.empty() ? AxisSpec(0) : options_.in_axes[a];
       axes[a] = spec.broadcast_over(args[a], "pmap in_axes");
       const std::vector<Array> leaves = args[a].leaves();
       const std::vector<std::string> paths = args[a].leaf_paths();
@@ -113,7 +139,7 @@ struct Pmapped::State {
       for (const auto& line : lines) out << line << "\n";
       throw EngineError(out.str());
     }
-    if (*size > devices.size()) refuse_more_than_devices(args, axes, *size);
+    if (*size > devices_.size()) refuse_more_than_devices(args, axes, *size);
     return *size;
   }
 
@@ -137,14 +163,14 @@ struct Pmapped::State {
         " (pmap_engine: pmap maps the leading axis onto devices: reshape the global batch to "
         "(devices, per_device_batch, ...), so its length must be a multiple of the device "
         "count; PyTorch's DistributedSampler pads instead; pitfall P6)";
-    const int64_t count = devices.size();
+    const int64_t count = devices_.size();
     if (jax_release() == JaxRelease::kV0_4_38) {
       throw EngineError("compiling computation that requires " + std::to_string(size) +
                         " logical devices, but only " + std::to_string(count) +
                         " XLA devices are available (num_replicas=" + std::to_string(size) +
                         ")" + hint);
     }
-    const Mesh all_devices(devices, {{options.axis_name, count}});
+    const Mesh all_devices(devices_, {{options_.axis_name, count}});
     std::optional<std::pair<Shape, int64_t>> first_mapped;  // its shape and mapped axis
     size_t flat_index = 0;
     for (size_t a = 0; a < args.size(); ++a) {
@@ -154,7 +180,7 @@ struct Pmapped::State {
         const Shape& shape = leaves[i].shape();
         if (!first_mapped) first_mapped = {{shape, *axes[a][i]}};
         try {
-          NamedSharding(all_devices, mapped_sharding(options.axis_name, axes[a][i]).spec)
+          NamedSharding(all_devices, mapped_sharding(options_.axis_name, axes[a][i]).spec)
               .check_leaf(shape, "pjit arguments with pytree key path flat_args[" +
                                      std::to_string(flat_index) + "]");
         } catch (const EngineError& error) {
@@ -174,16 +200,16 @@ struct Pmapped::State {
       const std::vector<std::vector<std::optional<int64_t>>>& axes) const {
     runtime::InShardings in(axes.size());
     for (size_t a = 0; a < axes.size(); ++a) {
-      for (const auto& axis : axes[a]) in[a].push_back(mapped_sharding(options.axis_name, axis));
+      for (const auto& axis : axes[a]) in[a].push_back(mapped_sharding(options_.axis_name, axis));
     }
     return in;
   }
 
   runtime::OutShardings out_shardings() const {
     return [this](const Tree& output) {
-      const AxisSpec spec = options.out_axes.empty()       ? AxisSpec(0)
-                            : options.out_axes.size() == 1 ? options.out_axes.front()
-                                                           : AxisSpec::tuple(options.out_axes);
+      const AxisSpec spec = options_.out_axes.empty()       ? AxisSpec(0)
+                            : options_.out_axes.size() == 1 ? options_.out_axes.front()
+                                                            : AxisSpec::tuple(options_.out_axes);
       const std::vector<std::optional<int64_t>> axes = spec.broadcast_over(output, "pmap out_axes");
       const std::vector<Array> leaves = output.leaves();
       std::vector<runtime::LeafSharding> shardings;
@@ -191,53 +217,19 @@ struct Pmapped::State {
         std::optional<int64_t> axis = axes[o];
         // A negative out_axis counts from the end of the output, device axis included.
         if (axis && *axis < 0) axis = *axis + leaves[o].ndim() + 1;
-        shardings.push_back(mapped_sharding(options.axis_name, axis));
+        shardings.push_back(mapped_sharding(options_.axis_name, axis));
       }
       return shardings;
     };
   }
 
-  Mesh mesh(int64_t size) const { return Mesh(devices, {{options.axis_name, size}}); }
+  Mesh mesh(int64_t size) const { return Mesh(devices_, {{options_.axis_name, size}}); }
 };
 
-Pmapped::Pmapped(TreeFunction function, PmapOptions options) : state_(std::make_shared<State>()) {
-  state_->devices = options.devices ? *options.devices : DeviceSet::from_environment();
-  runtime::MappedFunctionOptions mapped;
-  mapped.what = "pmap";
-  mapped.static_argnums = options.static_broadcasted_argnums;
-  mapped.donate_argnums = options.donate_argnums;
-  mapped.check_replicated_outputs = options.check_replicated_outputs;
-  state_->mapped = std::make_unique<runtime::MappedFunction>(std::move(function), mapped);
-  state_->options = std::move(options);
-}
+}  // namespace
 
-Pmapped::~Pmapped() = default;
-
-Tree Pmapped::operator()(const std::vector<Tree>& args) const {
-  const State& state = *state_;
-  const auto axes = state.leaf_axes(args);
-  const int64_t local_size = state.mapped_size(args, axes);
-  // jax/_src/pmap.py: with several processes each passes its local devices' part, and the
-  // mapped axis spans local_axis_size * process_count devices, grouped by process.
-  std::optional<runtime::ProcessSpan> span;
-  if (distributed::is_initialized() && distributed::process_count() > 1) {
-    span = runtime::ProcessSpan{distributed::process_count(),
-                                distributed::process_index() * local_size};
-  }
-  return (*state.mapped)(state.mesh(local_size), args, state.in_shardings(axes),
-                         state.out_shardings(), span ? &*span : nullptr);
-}
-
-CacheStats Pmapped::cache_stats() const { return state_->mapped->cache_stats(); }
-
-MappedExecutionStats Pmapped::last_execution() const { return state_->mapped->last_execution(); }
-
-std::string Pmapped::program_text(const std::vector<Tree>& args) const {
-  const State& state = *state_;
-  const auto axes = state.leaf_axes(args);
-  return state.mapped->program_text(state.mesh(state.mapped_size(args, axes)), args,
-                                    state.in_shardings(axes), state.out_shardings());
-}
+Pmapped::Pmapped(TreeFunction function, PmapOptions options)
+    : Mapped(std::make_shared<PmapPlacement>(std::move(function), std::move(options))) {}
 
 Pmapped pmap(TreeFunction function, PmapOptions options) {
   return Pmapped(std::move(function), std::move(options));

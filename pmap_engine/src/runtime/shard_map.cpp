@@ -2,7 +2,7 @@
 // every leaf of their argument / output as JAX broadcasts a spec over a pytree.
 #include "pmap_engine/shard_map.h"
 
-#include "runtime/mapped_call.h"
+#include "runtime/mapped_placement.h"
 
 namespace pmap_engine {
 namespace {
@@ -27,63 +27,60 @@ std::vector<runtime::LeafSharding> broadcast_specs(const std::vector<PartitionSp
   return shardings;
 }
 
-}  // namespace
-
-struct ShardMapped::State {
-  Mesh mesh;
-  ShardMapOptions options;
-  std::unique_ptr<runtime::MappedFunction> mapped;
-
-  runtime::InShardings in_shardings(const std::vector<Tree>& args) const {
-    if (options.in_specs.size() != args.size()) {
-      throw EngineError("shard_map in_specs has " + std::to_string(options.in_specs.size()) +
-                        " entries for " + std::to_string(args.size()) +
-                        " positional arguments; give one PartitionSpec per argument");
-    }
-    runtime::InShardings in;
-    for (size_t a = 0; a < args.size(); ++a) {
-      in.push_back(broadcast_specs({options.in_specs[a]}, args[a], "in_specs"));
-    }
-    return in;
-  }
-
-  runtime::OutShardings out_shardings() const {
-    return [this](const Tree& output) {
-      return broadcast_specs(options.out_specs, output, "out_specs");
-    };
-  }
-};
-
-ShardMapped::ShardMapped(TreeFunction function, Mesh mesh, ShardMapOptions options)
-    : state_(std::make_shared<State>(State{std::move(mesh), std::move(options), nullptr})) {
-  if (state_->options.out_specs.empty()) {
+// out_specs are needed before anything else: without them no output can be assembled.
+runtime::MappedFunctionOptions mapped_function_options(const ShardMapOptions& options) {
+  if (options.out_specs.empty()) {
     throw EngineError(
         "shard_map needs out_specs: one PartitionSpec for all outputs, or one per "
         "tuple entry (PartitionSpec() for a replicated output)");
   }
   runtime::MappedFunctionOptions mapped;
   mapped.what = "shard_map";
-  mapped.donate_argnums = state_->options.donate_argnums;
-  mapped.check_vma = state_->options.check_vma;
-  state_->mapped = std::make_unique<runtime::MappedFunction>(std::move(function), mapped);
+  mapped.donate_argnums = options.donate_argnums;
+  mapped.check_vma = options.check_vma;
+  return mapped;
 }
 
-ShardMapped::~ShardMapped() = default;
+class ShardMapPlacement : public Mapped::Placement {
+ public:
+  ShardMapPlacement(TreeFunction function, Mesh mesh, ShardMapOptions options)
+      : Placement(runtime::MappedFunction(std::move(function), mapped_function_options(options))),
+        mesh_(std::move(mesh)),
+        options_(std::move(options)) {}
 
-Tree ShardMapped::operator()(const std::vector<Tree>& args) const {
-  return (*state_->mapped)(state_->mesh, args, state_->in_shardings(args), state_->out_shardings());
-}
+  Layout layout(const std::vector<Tree>& args) const override {
+    return {mesh_, in_shardings(args), out_shardings(), std::nullopt};
+  }
 
-CacheStats ShardMapped::cache_stats() const { return state_->mapped->cache_stats(); }
+ private:
+  Mesh mesh_;
+  ShardMapOptions options_;
 
-MappedExecutionStats ShardMapped::last_execution() const {
-  return state_->mapped->last_execution();
-}
+  runtime::InShardings in_shardings(const std::vector<Tree>& args) const {
+    if (options_.in_specs.size() != args.size()) {
+      throw EngineError("shard_map in_specs has " + std::to_string(options_.in_specs.size()) +
+                        " entries for " + std::to_string(args.size()) +
+                        " positional arguments; give one PartitionSpec per argument");
+    }
+    runtime::InShardings in;
+    for (size_t a = 0; a < args.size(); ++a) {
+      in.push_back(broadcast_specs({options_.in_specs[a]}, args[a], "in_specs"));
+    }
+    return in;
+  }
 
-std::string ShardMapped::program_text(const std::vector<Tree>& args) const {
-  return state_->mapped->program_text(state_->mesh, args, state_->in_shardings(args),
-                                      state_->out_shardings());
-}
+  runtime::OutShardings out_shardings() const {
+    return [this](const Tree& output) {
+      return broadcast_specs(options_.out_specs, output, "out_specs");
+    };
+  }
+};
+
+}  // namespace
+
+ShardMapped::ShardMapped(TreeFunction function, Mesh mesh, ShardMapOptions options)
+    : Mapped(std::make_shared<ShardMapPlacement>(std::move(function), std::move(mesh),
+                                                 std::move(options))) {}
 
 ShardMapped shard_map(TreeFunction function, Mesh mesh, ShardMapOptions options) {
   return ShardMapped(std::move(function), std::move(mesh), std::move(options));
