@@ -8,7 +8,7 @@
 #include "parity/common/error.h"
 #include "parity/common/run_dir.h"
 #include "process_session.h"
-#include "scenario_programs.h"
+#include "programs/program_parts.h"
 #include "trainer.h"
 
 namespace parity::engine_trainer {
@@ -30,10 +30,10 @@ RunInfo make_run_info(const CaseSpec& spec, const EngineOptions& options, int64_
 ProducerSummary train(const CaseSpec& spec, const EngineOptions& options,
                       const std::optional<ProcessPlace>& place) {
   const auto run_start = std::chrono::steady_clock::now();
-  const pmap_engine::ScopedJaxRelease release = cases::case_jax_release(spec);
+  const pmap_engine::ScopedJaxRelease release = case_jax_release(spec);
   const EngineProgram& program = find_engine_program(options.step.program);
-  cases::require_training_program(spec, program);
-  cases::require_program_trains_model(spec, program);
+  require_training_program(spec, program);
+  require_program_trains_model(spec, program);
   if (spec.parallel.style != "pmap" && place && place->count > 1) {
     throw InputError(fmt::format(
         "case {}: parallel.style = \"{}\" trains in one process (the engine's sharded jit spans "

@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "jit_shardings.h"
-#include "mlp_program.h"
+#include "models/mlp_program.h"
 #include "parity/common/engine_programs.h"
 #include "parity/common/error.h"
 #include "train_step.h"
@@ -127,7 +127,7 @@ JitTrainStep make_jit_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
   const pe::Mesh mesh(devices, {{"data", devices.size()}});
   return JitTrainStep(global_step_function(spec, step_options), spec.parallel.style, mesh,
                       spec.train.clip_grad_norm > 0, !spec.model.layers.empty(),
-                      cases::name_separator(spec.model));
+                      name_separator(spec.model));
 }
 
 }  // namespace parity::engine_trainer

@@ -13,8 +13,8 @@
 #include <functional>
 #include <utility>
 
-#include "layer_model.h"
-#include "mlp_program.h"
+#include "models/layer_model.h"
+#include "models/mlp_program.h"
 #include "parity/common/engine_programs.h"
 #include "parity/common/error.h"
 #include "parity/engine_trainer/engine_trainer.h"
@@ -22,7 +22,7 @@
 #include "pmap_engine/collectives.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/random_ops.h"
-#include "scenario_programs.h"
+#include "programs/program_parts.h"
 
 namespace parity::engine_trainer {
 
@@ -32,10 +32,9 @@ namespace {
 // (params, x, y, batch_stats) -> (loss, new batch_stats), differentiated with has_aux.
 pe::TreeFunction case_loss_fn(const CaseSpec& spec, pe::DType dtype, bool cast_loss) {
   const ModelSpec model = spec.model;
-  if (!model.layers.empty()) return cases::layer_model_loss(model);
+  if (!model.layers.empty()) return layer_model_loss(model);
   return [model, dtype, cast_loss](const std::vector<pe::Tree>& args) {
-    return pe::Tree(
-        cases::mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype, cast_loss));
+    return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype, cast_loss));
   };
 }
 
@@ -79,7 +78,7 @@ struct GradientPath {
 }  // namespace
 
 pe::optim::GradientTransformation step_optimizer(const CaseSpec& spec) {
-  return cases::make_optimizer(spec.train, /*clips=*/false);
+  return make_optimizer(spec.train, /*clips=*/false);
 }
 
 namespace {
@@ -88,7 +87,7 @@ namespace {
 // micro-batches and the clipping go.
 struct StepParts {
   pe::optim::GradientTransformation optimizer;
-  cases::MappedGradients gradients;
+  MappedGradients gradients;
   GradientPath path;
   int64_t micro_batches = 1;
   bool update_each = false;  // P9: an update after every micro-batch
@@ -99,19 +98,23 @@ struct StepParts {
 
 // The step's parts around `gradients`, the case's and the program's.
 StepParts step_parts(const CaseSpec& spec, const EngineProgram& program,
-                     cases::MappedGradients gradients) {
+                     MappedGradients gradients) {
   const GradientPath path{gradients.reduce, spec.train.clip_grad_norm,
                           spec.train.clip_placement == "before_mean"};
-  return {step_optimizer(spec),         std::move(gradients),
-          path,                         spec.train.grad_accum_steps,
-          program.updates_per_micro_batch, !spec.model.layers.empty(),
-          cases::has_dropout(spec.model), spec.rng};
+  return {step_optimizer(spec),
+          std::move(gradients),
+          path,
+          spec.train.grad_accum_steps,
+          program.updates_per_micro_batch,
+          !spec.model.layers.empty(),
+          has_dropout(spec.model),
+          spec.rng};
 }
 
 pe::TreeFunction step_function(const StepParts& parts) {
   return [parts](const std::vector<pe::Tree>& args) {
     const pe::optim::GradientTransformation& optimizer = parts.optimizer;
-    const cases::MappedGradients& gradients = parts.gradients;
+    const MappedGradients& gradients = parts.gradients;
     const GradientPath& path = parts.path;
     const int64_t micro_batches = parts.micro_batches;
     const bool has_model_state = parts.has_model_state;
@@ -188,7 +191,7 @@ pe::TreeFunction step_function(const StepParts& parts) {
 }
 
 pe::DType step_dtype(const CaseSpec& spec, const EngineStepOptions& step_options) {
-  return step_options.float64 ? pe::DType::f64 : cases::compute_dtype(spec.train.dtype);
+  return step_options.float64 ? pe::DType::f64 : compute_dtype(spec.train.dtype);
 }
 
 }  // namespace
@@ -196,8 +199,8 @@ pe::DType step_dtype(const CaseSpec& spec, const EngineStepOptions& step_options
 DeviceStepFunction device_step_function(const CaseSpec& spec,
                                         const EngineStepOptions& step_options) {
   const EngineProgram& program = find_engine_program(step_options.program);
-  cases::require_program_trains_model(spec, program);
-  cases::MappedGradients gradients = cases::mapped_gradients(
+  require_program_trains_model(spec, program);
+  MappedGradients gradients = mapped_gradients(
       program,
       case_loss_fn(spec, step_dtype(spec, step_options), !program.keeps_loss_in_compute_dtype),
       !spec.model.layers.empty());
@@ -207,7 +210,7 @@ DeviceStepFunction device_step_function(const CaseSpec& spec,
 
 pe::TreeFunction global_step_function(const CaseSpec& spec,
                                       const EngineStepOptions& step_options) {
-  if (cases::has_dropout(spec.model)) {
+  if (has_dropout(spec.model)) {
     throw InternalError("case " + spec.name + ": a jit style with dropout passed case validation");
   }
   // The faithful step's traits: the loss cast back to the master dtype, one update per step.
@@ -217,8 +220,8 @@ pe::TreeFunction global_step_function(const CaseSpec& spec,
       case_loss_fn(spec, step_dtype(spec, step_options), !faithful.keeps_loss_in_compute_dtype);
   // The loss is the global batch's mean, so its gradient is the global gradient: nothing to
   // reduce (the partitioner's collectives do what pmean does under pmap).
-  cases::MappedGradients gradients{"", pe::value_and_grad(loss_fn, {0}, has_aux),
-                                   [](const pe::Tree& grads) { return grads; }};
+  MappedGradients gradients{"", pe::value_and_grad(loss_fn, {0}, has_aux),
+                            [](const pe::Tree& grads) { return grads; }};
   return step_function(step_parts(spec, faithful, std::move(gradients)));
 }
 
@@ -226,7 +229,6 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
                                  const EngineStepOptions& step_options) {
   const DeviceStepFunction step = device_step_function(spec, step_options);
   const EngineProgram& program = find_engine_program(step_options.program);
-  const bool has_dropout = cases::has_dropout(spec.model);
   pe::PmapOptions options;
   options.axis_name = step.axis_name;
   if (program.broadcasts_params) {
@@ -236,7 +238,7 @@ pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devi
     options.in_axes = {std::nullopt, std::nullopt, 0, 0};
     options.out_axes = {std::nullopt, std::nullopt, 0, 0};
   }
-  if (has_dropout) {
+  if (has_dropout(spec.model)) {
     // The step key goes to every device whole (in_axes=None) unless each device gets its row
     // of split(key, n).
     options.in_axes = {0, 0, 0, 0, 0};

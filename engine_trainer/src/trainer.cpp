@@ -6,10 +6,9 @@
 #include <cmath>
 #include <iostream>
 
-#include "checkpoint.h"
 #include "device_trees.h"
-#include "layer_model.h"
-#include "mlp_program.h"
+#include "models/layer_model.h"
+#include "models/mlp_program.h"
 #include "parity/common/digest.h"
 #include "parity/common/init_params.h"
 #include "parity/common/tensor_file.h"
@@ -17,7 +16,8 @@
 #include "pmap_engine/ops.h"
 #include "pmap_engine/random.h"
 #include "pmap_engine/random_ops.h"
-#include "scenario_programs.h"
+#include "programs/checkpoint.h"
+#include "programs/program_parts.h"
 
 namespace parity::engine_trainer {
 namespace {
@@ -42,8 +42,8 @@ pe::Tree initialise_per_device(const CaseSpec& spec, int64_t num_devices, pe::DT
   const pr::Key key = pr::prng_key(static_cast<int64_t>(spec.init.seed));
   std::vector<pe::Tree> per_device;
   for (int64_t d = 0; d < num_devices; ++d) {
-    per_device.push_back(cases::cast_tree(
-        cases::params_from_tensors(init_mlp_params_from_key(
+    per_device.push_back(cast_tree(
+        params_from_tensors(init_mlp_params_from_key(
             spec.model.widths, pr::fold_in(key, static_cast<uint32_t>(d)), spec.init.scale)),
         dtype));
   }
@@ -62,24 +62,22 @@ EngineTrainer::EngineTrainer(const CaseSpec& spec, const EngineOptions& options,
       run_start_(run_start),
       num_devices_(spec.parallel.replicas),
       train_(load_case_dataset(spec, "train")),
-      checkpoint_step_(cases::resume_step(spec, program_)),
+      checkpoint_step_(resume_step(spec, program_)),
       has_model_state_(!spec.model.layers.empty()),
       dropout_rates_(dropout_rates(spec.model)),
       dropout_keys_(spec.rng) {
   const int64_t local_devices = num_devices_ / process.count();
   placement_.emplace(spec, train_.num_samples, num_devices_, process.index() * local_devices,
-                     local_devices, options.step,
-                     cases::processes_reading_everything(spec, program_));
-  pe::Tree initial = cases::params_from_tensors(read_safetensors(options.init_file).tensors,
-                                                cases::name_separator(spec.model));
-  if (options.step.float64) initial = cases::cast_tree(initial, pe::DType::f64);
+                     local_devices, options.step, processes_reading_everything(spec, program_));
+  pe::Tree initial =
+      params_from_tensors(read_safetensors(options.init_file).tensors, name_separator(spec.model));
+  if (options.step.float64) initial = cast_tree(initial, pe::DType::f64);
   const pe::Tree initial_state = step_optimizer(spec).init(initial);
   // The step's layout: a copy per device on a leading axis (jax.device_put_replicated), or one
   // value (pmap's in_axes=None; jit's global arrays, which its shardings place).
   const bool stacked = layout().stacked_state;
   if (has_model_state_) {
-    const pe::Tree stats =
-        cases::initial_batch_stats(spec.model, initial.leaves().front().dtype());
+    const pe::Tree stats = initial_batch_stats(spec.model, initial.leaves().front().dtype());
     batch_stats_ = stacked ? replicate(stats, local_devices) : stats;
   }
   if (!stacked) {
@@ -182,11 +180,10 @@ ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
 void EngineTrainer::resume_from_checkpoint(int64_t step) {
   const std::filesystem::path file =
       options_.out_dir / "checkpoint" / fmt::format("step_{:06d}.safetensors", step);
-  cases::save_checkpoint(file, {step, num_devices_, device_params(0), device_opt_state(0)});
+  save_checkpoint(file, {step, num_devices_, device_params(0), device_opt_state(0)});
   peak_bytes_per_device_ = placement_->step.last_execution().peak_bytes_per_device;
   compile_count_ += placement_->step.cache_stats().misses;
-  const cases::Checkpoint restored =
-      cases::load_checkpoint(file, device_params(0), device_opt_state(0));
+  const Checkpoint restored = load_checkpoint(file, device_params(0), device_opt_state(0));
   num_devices_ = restored.device_count / 2;
   placement_.emplace(spec_, train_.num_samples, num_devices_, 0, num_devices_, options_.step);
   params_ = replicate(restored.params, num_devices_);
@@ -219,8 +216,8 @@ std::vector<uint64_t> EngineTrainer::replica_param_digests() const {
   std::vector<uint64_t> local;
   const int64_t copies = layout().per_device_results ? placement_->local_devices : 1;
   for (int64_t d = 0; d < copies; ++d) {
-    local.push_back(digest_named_tensors(
-        cases::tensors_from_params(device_params(d), cases::name_separator(spec_.model))));
+    local.push_back(
+        digest_named_tensors(tensors_from_params(device_params(d), name_separator(spec_.model))));
   }
   return gather_across_processes(local);
 }
@@ -240,13 +237,11 @@ void EngineTrainer::record_step(StepRecord& record, const pe::Tree& step_grads,
   record.param_norm = global_l2_norm(params);
   recorder_->record_step(record);
   if (recorder_->records_tensors(record.step)) {
-    const std::string separator = cases::name_separator(spec_.model);
+    const std::string separator = name_separator(spec_.model);
     const NamedTensors batch_stats =
-        has_model_state_ ? cases::tensors_from_params(device_batch_stats(0), separator)
-                         : NamedTensors{};
-    recorder_->record_tensors(record.step, cases::tensors_from_params(grads, separator),
-                              cases::tensors_from_params(params, separator), batch_stats,
-                              digests);
+        has_model_state_ ? tensors_from_params(device_batch_stats(0), separator) : NamedTensors{};
+    recorder_->record_tensors(record.step, tensors_from_params(grads, separator),
+                              tensors_from_params(params, separator), batch_stats, digests);
   }
 }
 
@@ -255,11 +250,11 @@ void EngineTrainer::record_step(StepRecord& record, const pe::Tree& step_grads,
 void EngineTrainer::record_intermediates(int64_t step, const StepInputs& batch) const {
   if (!recorder_->records_intermediates(step)) return;
   const pe::Tree& inputs = spec_.train.grad_accum_steps == 1 ? batch.inputs : batch.inputs[0];
-  const cases::LayerIntermediates captured = cases::layer_model_intermediates(
+  const LayerIntermediates captured = layer_model_intermediates(
       spec_.model, device_params(0), device_batch_stats(0), device_slice(inputs, 0).leaf());
   NamedTensors outputs;
-  for (const auto& [path, output] : captured.outputs) outputs.emplace(path, cases::to_host(output));
-  recorder_->record_intermediates(step, cases::to_host(captured.input), outputs);
+  for (const auto& [path, output] : captured.outputs) outputs.emplace(path, to_host(output));
+  recorder_->record_intermediates(step, to_host(captured.input), outputs);
 }
 
 void EngineTrainer::report_progress(int64_t step, double loss) const {
@@ -321,14 +316,13 @@ MemoryReport EngineTrainer::memory_report(const std::vector<double>& peaks) cons
 // a time, as a Flax user's eval loop goes through the test set (a CNN's activations for all of
 // it at once would take gigabytes).
 pe::Array EngineTrainer::test_outputs(const pe::Tree& params, const pe::Array& x) const {
-  if (!has_model_state_) return cases::mlp_forward(spec_.model, params, x);
+  if (!has_model_state_) return mlp_forward(spec_.model, params, x);
   constexpr int64_t kEvalBatch = 1000;
   const ModelSpec model = spec_.model;
   const pe::Jitted eval_step = pe::jit(
       [model](const std::vector<pe::Tree>& args) {
         return pe::Tree(
-            cases::layer_model_apply(model, args[0], args[1], args[2].leaf(), /*train=*/false)
-                .outputs);
+            layer_model_apply(model, args[0], args[1], args[2].leaf(), /*train=*/false).outputs);
       },
       {}, "eval_step");
   const pe::Tree batch_stats = device_batch_stats(0);
