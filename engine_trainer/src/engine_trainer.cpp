@@ -8,7 +8,7 @@
 #include "parity/common/error.h"
 #include "parity/common/run_dir.h"
 #include "process_session.h"
-#include "programs/program_parts.h"
+#include "step_plan.h"
 #include "trainer.h"
 
 namespace parity::engine_trainer {
@@ -30,22 +30,13 @@ RunInfo make_run_info(const CaseSpec& spec, const EngineOptions& options, int64_
 ProducerSummary train(const CaseSpec& spec, const EngineOptions& options,
                       const std::optional<ProcessPlace>& place) {
   const auto run_start = std::chrono::steady_clock::now();
-  const pmap_engine::ScopedJaxRelease release = case_jax_release(spec);
-  const EngineProgram& program = find_engine_program(options.step.program);
-  require_training_program(spec, program);
-  require_program_trains_model(spec, program);
-  if (spec.parallel.style != "pmap" && place && place->count > 1) {
-    throw InputError(fmt::format(
-        "case {}: parallel.style = \"{}\" trains in one process (the engine's sharded jit spans "
-        "one process's devices), but {} processes were asked for; drop --nproc, or use "
-        "parallel.style = \"pmap\"",
-        spec.name, spec.parallel.style, place->count));
-  }
+  // The case and the program resolved once; the case's JAX release in effect while it lives.
+  const EngineRunPlan plan(spec, options.step, place);
   // Declared before the session, so that a failed exchange can still be recorded in it.
   std::optional<RunDirWriter> writer;
   try {
-    const ProcessSession process(spec, program, place, options.timeout_seconds);
-    EngineTrainer trainer(spec, options, program, process, run_start);
+    const ProcessSession process(spec, plan.step.program, place, options.timeout_seconds);
+    EngineTrainer trainer(plan, options, process, run_start);
     if (process.writes()) {
       writer.emplace(options.out_dir, make_run_info(spec, options, process.count()),
                      options.overwrite);

@@ -17,7 +17,6 @@
 #include "pmap_engine/random.h"
 #include "pmap_engine/random_ops.h"
 #include "programs/checkpoint.h"
-#include "programs/program_parts.h"
 
 namespace parity::engine_trainer {
 namespace {
@@ -27,13 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// Each dropout site's rate by its path, the names the step's draws carry.
-std::map<std::string, double> dropout_rates(const ModelSpec& model) {
-  std::map<std::string, double> rates;
-  for (const DropoutSite& site : dropout_sites(model)) rates.emplace(site.path, site.rate);
-  return rates;
 }
 
 // Pitfall P4 as 000 §4.4 describes it: every device initialises its own parameters, from
@@ -52,31 +44,29 @@ pe::Tree initialise_per_device(const CaseSpec& spec, int64_t num_devices, pe::DT
 
 }  // namespace
 
-EngineTrainer::EngineTrainer(const CaseSpec& spec, const EngineOptions& options,
-                             const EngineProgram& program, const ProcessSession& process,
-                             Clock::time_point run_start)
-    : spec_(spec),
+EngineTrainer::EngineTrainer(const EngineRunPlan& plan, const EngineOptions& options,
+                             const ProcessSession& process, Clock::time_point run_start)
+    : plan_(plan),
+      spec_(plan.step.spec),
+      signature_(plan.step.signature),
       options_(options),
-      program_(program),
       process_(process),
       run_start_(run_start),
-      num_devices_(spec.parallel.replicas),
-      train_(load_case_dataset(spec, "train")),
-      checkpoint_step_(resume_step(spec, program_)),
-      has_model_state_(!spec.model.layers.empty()),
-      dropout_rates_(dropout_rates(spec.model)),
-      dropout_keys_(spec.rng) {
+      num_devices_(spec_.parallel.replicas),
+      train_(load_case_dataset(spec_, "train")),
+      dropout_keys_(spec_.rng) {
+  const CaseSpec& spec = spec_;
   const int64_t local_devices = num_devices_ / process.count();
-  placement_.emplace(spec, train_.num_samples, num_devices_, process.index() * local_devices,
-                     local_devices, options.step, processes_reading_everything(spec, program_));
+  placement_.emplace(plan.step, train_.num_samples, num_devices_, process.index() * local_devices,
+                     local_devices, plan.readers);
   pe::Tree initial =
-      params_from_tensors(read_safetensors(options.init_file).tensors, name_separator(spec.model));
+      params_from_tensors(read_safetensors(options.init_file).tensors, plan.step.name_separator);
   if (options.step.float64) initial = cast_tree(initial, pe::DType::f64);
-  const pe::Tree initial_state = step_optimizer(spec).init(initial);
+  const pe::Tree initial_state = plan.step.optimizer.init(initial);
   // The step's layout: a copy per device on a leading axis (jax.device_put_replicated), or one
   // value (pmap's in_axes=None; jit's global arrays, which its shardings place).
   const bool stacked = layout().stacked_state;
-  if (has_model_state_) {
+  if (signature_.has_model_state()) {
     const pe::Tree stats = initial_batch_stats(spec.model, initial.leaves().front().dtype());
     batch_stats_ = stacked ? replicate(stats, local_devices) : stats;
   }
@@ -84,7 +74,7 @@ EngineTrainer::EngineTrainer(const CaseSpec& spec, const EngineOptions& options,
     params_ = initial;
     opt_state_ = initial_state;
   } else {
-    params_ = program_.initialises_per_device
+    params_ = plan.step.program.initialises_per_device
                   ? initialise_per_device(spec, num_devices_, initial.leaves().front().dtype())
                   : replicate(initial, local_devices);
     opt_state_ = replicate(initial_state, local_devices);
@@ -105,15 +95,15 @@ pe::Tree EngineTrainer::device_batch_stats(int64_t d) const {
   return layout().stacked_state ? device_slice(batch_stats_, d) : batch_stats_;
 }
 
-std::vector<pe::Tree> EngineTrainer::step_arguments(const StepInputs& batch, int64_t step) {
+StepArguments EngineTrainer::step_arguments(const StepInputs& batch, int64_t step) {
   // A jit takes the global batch: device d's samples are its block d.
   const bool global = layout().global_batch;
-  std::vector<pe::Tree> args = {params_, opt_state_,
-                                global ? merge_device_axis(batch.inputs) : batch.inputs,
-                                global ? merge_device_axis(batch.targets) : batch.targets};
-  if (has_model_state_) args.push_back(batch_stats_);
-  if (!dropout_rates_.empty()) args.emplace_back(next_dropout_key(step));
-  return args;
+  return {params_,
+          opt_state_,
+          global ? merge_device_axis(batch.inputs) : batch.inputs,
+          global ? merge_device_axis(batch.targets) : batch.targets,
+          batch_stats_,
+          signature_.has_dropout() ? pe::Tree(next_dropout_key(step)) : pe::Tree()};
 }
 
 // The step's dropout key (DropoutKeys::next_step_key); with rng.per_device = "split" the
@@ -127,15 +117,16 @@ pe::Array EngineTrainer::next_dropout_key(int64_t step) {
 // Each site's key and mask on every device, from the step's (key, keep) outputs.
 std::vector<MaskDraw> EngineTrainer::dropout_draws(int64_t step, const pe::Tree& draws) const {
   std::vector<MaskDraw> recorded;
-  for (const auto& [site, draw] : draws.entries()) {
-    const std::vector<int64_t> keys = draw[0].leaf().to_ints();
-    const std::vector<int64_t> keep = draw[1].leaf().to_ints();
+  for (const auto& [site, site_draw] : draws.entries()) {
+    const DropoutDraw draw = StepSignature::dropout_draw(site_draw);
+    const std::vector<int64_t> keys = draw.key.to_ints();
+    const std::vector<int64_t> keep = draw.keep.to_ints();
     const size_t per_device = keep.size() / static_cast<size_t>(num_devices_);
     for (int64_t d = 0; d < num_devices_; ++d) {
       const auto begin = keep.begin() + static_cast<std::ptrdiff_t>(per_device * static_cast<size_t>(d));
       const std::vector<uint8_t> mask(begin, begin + static_cast<std::ptrdiff_t>(per_device));
       const auto word = [&](size_t i) { return static_cast<uint32_t>(keys[2 * static_cast<size_t>(d) + i]); };
-      recorded.push_back(summarise_mask(step, d, site, dropout_rates_.at(site), mask,
+      recorded.push_back(summarise_mask(step, d, site, plan_.dropout_rates.at(site), mask,
                                         RngKeyWords{word(0), word(1)}));
     }
   }
@@ -146,30 +137,30 @@ ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
   recorder_.emplace(spec_, writer, "device");
   const double setup_seconds = seconds_since(run_start_);
   for (int64_t step = 0; step < spec_.train.steps; ++step) {
-    if (checkpoint_step_ == step) resume_from_checkpoint(step);
+    if (plan_.resume_step == step) resume_from_checkpoint(step);
     const StepInputs batch =
         step_inputs(train_, *placement_, step, spec_.train.grad_accum_steps, options_.step.float64);
     // Before the step: it donates the parameters and the batch statistics it reads.
     record_intermediates(step, batch);
     // The step's time is the mapped train_step's: what a JAX user's step costs. Gathering the
     // metrics and recording tensors are the harness's own work and stay outside it.
-    std::vector<pe::Tree> args = step_arguments(batch, step);
+    const std::vector<pe::Tree> args = signature_.arguments(step_arguments(batch, step));
     const auto start = Clock::now();
-    const pe::Tree out = placement_->step(args);
+    const StepResults out = signature_.results(placement_->step(args));
     step_seconds_.push_back(seconds_since(start));
-    params_ = out[0];
-    opt_state_ = out[1];
-    if (has_model_state_) batch_stats_ = out[4];
-    StepRecord record = reduce_metrics(step, batch, out);
-    if (!dropout_rates_.empty() && recorder_->writes()) {
-      record.rng_draws = dropout_draws(step, out[5]);
+    params_ = out.params;
+    opt_state_ = out.opt_state;
+    if (signature_.has_model_state()) batch_stats_ = out.model_state;
+    StepRecord record = reduce_metrics(step, batch, out.loss);
+    if (signature_.has_dropout() && recorder_->writes()) {
+      record.rng_draws = dropout_draws(step, out.dropout_draws);
     }
     global_loss_ = record.loss;
     recorder_->check_losses_finite(record);
     // Every process takes part in the digest exchange; only process 0 records.
     const std::vector<uint64_t> digests =
         recorder_->records_tensors(step) ? replica_param_digests() : std::vector<uint64_t>{};
-    record_step(record, out[3], digests);
+    record_step(record, out.grads, digests);
     report_progress(step, record.loss);
   }
   return finish(setup_seconds);
@@ -185,7 +176,7 @@ void EngineTrainer::resume_from_checkpoint(int64_t step) {
   compile_count_ += placement_->step.cache_stats().misses;
   const Checkpoint restored = load_checkpoint(file, device_params(0), device_opt_state(0));
   num_devices_ = restored.device_count / 2;
-  placement_.emplace(spec_, train_.num_samples, num_devices_, 0, num_devices_, options_.step);
+  placement_.emplace(plan_.step, train_.num_samples, num_devices_, 0, num_devices_);
   params_ = replicate(restored.params, num_devices_);
   opt_state_ = replicate(restored.opt_state, num_devices_);
 }
@@ -193,16 +184,16 @@ void EngineTrainer::resume_from_checkpoint(int64_t step) {
 // Every device's loss, gathered from every process, and the global mean over their samples; a
 // jit's one loss is the global mean itself (no replica has a loss of its own).
 StepRecord EngineTrainer::reduce_metrics(int64_t step, const StepInputs& batch,
-                                         const pe::Tree& out) const {
+                                         const pe::Tree& step_loss) const {
   StepRecord record;
   record.step = step;
   if (layout().per_device_results) {
-    record.replica_losses = gather_across_processes(batch.device_losses(out[2]));
+    record.replica_losses = gather_across_processes(batch.device_losses(step_loss));
     double loss_sum = 0;
     for (double loss : record.replica_losses) loss_sum += loss * batch.samples_per_device;
     record.loss = loss_sum / (batch.samples_per_device * static_cast<double>(num_devices_));
   } else {
-    record.loss = batch.device_losses(out[2]).front();
+    record.loss = batch.device_losses(step_loss).front();
   }
   record.step_seconds = step_seconds_.back();
   record.global_sample_ids = batch.global_sample_ids;
@@ -217,7 +208,7 @@ std::vector<uint64_t> EngineTrainer::replica_param_digests() const {
   const int64_t copies = layout().per_device_results ? placement_->local_devices : 1;
   for (int64_t d = 0; d < copies; ++d) {
     local.push_back(
-        digest_named_tensors(tensors_from_params(device_params(d), name_separator(spec_.model))));
+        digest_named_tensors(tensors_from_params(device_params(d), plan_.step.name_separator)));
   }
   return gather_across_processes(local);
 }
@@ -225,21 +216,22 @@ std::vector<uint64_t> EngineTrainer::replica_param_digests() const {
 void EngineTrainer::record_step(StepRecord& record, const pe::Tree& step_grads,
                                 const std::vector<uint64_t>& digests) const {
   if (!recorder_->writes()) return;
-  // A clipping step returns (applied, reduced) (train_step.cpp, GradientPath): the tensors are
-  // the applied gradients, the norm the reduced ones', as ddp_ref records them.
-  const bool clips = spec_.train.clip_grad_norm > 0;
+  // The tensors are the applied gradients, the norm the reduced ones', as ddp_ref records them
+  // (they differ when the step clips: StepSignature::returned_grads).
   const auto device_0 = [&](const pe::Tree& tree) {
     return layout().per_device_results ? device_slice(tree, 0) : tree;
   };
-  const pe::Tree grads = device_0(clips ? step_grads[0] : step_grads);
+  const pe::Tree grads = device_0(signature_.applied_grads(step_grads));
   const pe::Tree params = device_params(0);
-  record.grad_norm = global_l2_norm(clips ? device_0(step_grads[1]) : grads);
+  record.grad_norm = global_l2_norm(
+      signature_.clips() ? device_0(signature_.reduced_grads(step_grads)) : grads);
   record.param_norm = global_l2_norm(params);
   recorder_->record_step(record);
   if (recorder_->records_tensors(record.step)) {
-    const std::string separator = name_separator(spec_.model);
-    const NamedTensors batch_stats =
-        has_model_state_ ? tensors_from_params(device_batch_stats(0), separator) : NamedTensors{};
+    const std::string& separator = plan_.step.name_separator;
+    const NamedTensors batch_stats = signature_.has_model_state()
+                                         ? tensors_from_params(device_batch_stats(0), separator)
+                                         : NamedTensors{};
     recorder_->record_tensors(record.step, tensors_from_params(grads, separator),
                               tensors_from_params(params, separator), batch_stats, digests);
   }
@@ -316,7 +308,7 @@ MemoryReport EngineTrainer::memory_report(const std::vector<double>& peaks) cons
 // a time, as a Flax user's eval loop goes through the test set (a CNN's activations for all of
 // it at once would take gigabytes).
 pe::Array EngineTrainer::test_outputs(const pe::Tree& params, const pe::Array& x) const {
-  if (!has_model_state_) return mlp_forward(spec_.model, params, x);
+  if (!signature_.has_model_state()) return mlp_forward(spec_.model, params, x);
   constexpr int64_t kEvalBatch = 1000;
   const ModelSpec model = spec_.model;
   const pe::Jitted eval_step = pe::jit(

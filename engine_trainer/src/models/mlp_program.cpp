@@ -121,6 +121,12 @@ pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Arr
   return mixed && cast_loss ? pe::astype(loss, master) : loss;
 }
 
+pe::TreeFunction mlp_loss_fn(const ModelSpec& model, pe::DType dtype, bool cast_loss) {
+  return [model, dtype, cast_loss](const std::vector<pe::Tree>& args) {
+    return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype, cast_loss));
+  };
+}
+
 pe::Array outputs_loss(const ModelSpec& model, const pe::Array& outputs, const pe::Array& y) {
   return model.loss == "softmax_cross_entropy" ? pe::mean(smoothed_cross_entropy(model, outputs, y))
                                                : pe::mse(outputs, y);

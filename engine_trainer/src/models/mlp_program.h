@@ -39,6 +39,9 @@ pe::DType compute_dtype(const std::string& name);
 // (002 §3.4's loss_fn_mixed without its last line: the loss stays in `dtype`).
 pe::Array mlp_loss(const ModelSpec& model, const pe::Tree& params, const pe::Array& x,
                    const pe::Array& y, pe::DType dtype = pe::DType::f32, bool cast_loss = true);
+// The same as seed 002's loss_fn(params, x, y), the function value_and_grad takes.
+pe::TreeFunction mlp_loss_fn(const ModelSpec& model, pe::DType dtype = pe::DType::f32,
+                             bool cast_loss = true);
 
 // The mean loss of a batch's model outputs: softmax cross-entropy with integer labels y [B]
 // (label-smoothed as the case says: smoothed_cross_entropy.h), or the mean squared error against

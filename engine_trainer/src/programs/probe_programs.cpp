@@ -14,6 +14,7 @@
 #include "pmap_engine/random_ops.h"
 #include "programs/claim_probes.h"
 #include "programs/program_parts.h"
+#include "step_plan.h"
 
 namespace parity::engine_trainer {
 namespace {

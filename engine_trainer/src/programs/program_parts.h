@@ -35,13 +35,6 @@ struct MappedGradients {
 MappedGradients mapped_gradients(const EngineProgram& program, const pe::TreeFunction& loss_fn,
                                  bool has_aux = false);
 
-// How many processes each read the whole dataset (P8: the case's parallel.processes); 1 for
-// every other program. Throws InputError for P8 in a one-process case.
-int64_t processes_reading_everything(const CaseSpec& spec, const EngineProgram& program);
-// The step at which the program saves a checkpoint and resumes from it on half the devices
-// (S10), or nullopt. Throws InputError when the case cannot halve its devices.
-std::optional<int64_t> resume_step(const CaseSpec& spec, const EngineProgram& program);
-
 // pmap's options for a (params, x, y) step as 000 §5.3 writes it: in_axes=(None, 0, 0), params
 // broadcast and data mapped, over the case's parallel.replicas devices, bound to `axis_name`.
 pe::PmapOptions broadcast_params_options(const CaseSpec& spec,
@@ -78,10 +71,6 @@ struct MappedBatch {
 };
 MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int64_t mapped,
                           int64_t per_device);
-
-// Throws InputError, naming the program and the ones that do, when the case's model is given as
-// layers and `program` trains widths models only (EngineProgram::trains_layer_models).
-void require_program_trains_model(const CaseSpec& spec, const EngineProgram& program);
 
 // The probes with files of their own, called by run_probe_program.
 ProbeResult probe_communication_volume(const CaseSpec& spec);

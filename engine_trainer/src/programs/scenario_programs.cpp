@@ -10,6 +10,7 @@
 #include "pmap_engine/jax_release.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/pmap.h"
+#include "step_plan.h"
 
 namespace parity::engine_trainer {
 namespace {
@@ -76,12 +77,7 @@ MappedGradients mapped_gradients(const EngineProgram& program, const pe::TreeFun
   throw InternalError("engine program '" + program.name + "' has no gradient reduction");
 }
 
-pe::TreeFunction case_loss(const CaseSpec& spec) {
-  const ModelSpec model = spec.model;
-  return [model](const std::vector<pe::Tree>& args) {
-    return pe::Tree(mlp_loss(model, args[0], args[1].leaf(), args[2].leaf()));
-  };
-}
+pe::TreeFunction case_loss(const CaseSpec& spec) { return mlp_loss_fn(spec.model); }
 
 pe::Tree case_params(const CaseSpec& spec) {
   return params_from_tensors(init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
@@ -111,49 +107,6 @@ MappedBatch first_samples(const CaseSpec& spec, const std::string& program, int6
   const GlobalBatch batch = global_samples(spec, program, mapped * per_device);
   return {pe::reshape(batch.x, {mapped, per_device, batch.x.shape()[1]}),
           pe::reshape(batch.y, {mapped, per_device})};
-}
-
-int64_t processes_reading_everything(const CaseSpec& spec, const EngineProgram& program) {
-  if (!program.every_process_reads_everything) return 1;
-  if (spec.parallel.processes < 2) {
-    throw InputError(fmt::format(
-        "case {}: engine program {} needs parallel.processes >= 2 (each process reads the "
-        "whole dataset); found {}",
-        spec.name, program.name, spec.parallel.processes));
-  }
-  return spec.parallel.processes;
-}
-
-std::optional<int64_t> resume_step(const CaseSpec& spec, const EngineProgram& program) {
-  if (!program.resumes_on_half_the_devices) return std::nullopt;
-  if (spec.parallel.replicas < 2 || spec.parallel.replicas % 2 != 0 || spec.train.steps < 2) {
-    throw InputError(fmt::format(
-        "case {}: engine program {} restores on half the devices at the middle step; it needs "
-        "an even parallel.replicas (found {}) and train.steps >= 2 (found {})",
-        spec.name, program.name, spec.parallel.replicas, spec.train.steps));
-  }
-  return spec.train.steps / 2;
-}
-
-void require_program_trains_model(const CaseSpec& spec, const EngineProgram& program) {
-  if (spec.model.layers.empty() || program.trains_layer_models) return;
-  throw InputError(fmt::format(
-      "case {}: engine program {} runs widths models only, and this case's model is given as "
-      "layers (docs/model-layers.md); layers models train with engine program {}, or give the "
-      "model as widths = [...]",
-      spec.name, program.name, layer_model_program_names()));
-}
-
-void require_training_program(const CaseSpec& spec, const EngineProgram& program) {
-  if (program.kind == ProgramKind::kTrains) return;
-  throw InputError(fmt::format(
-      "case {}: engine program {} does not train (it reproduces an error or probes an engine "
-      "behaviour of the documents); run it with parity cases run {}",
-      spec.name, program.name, spec.scenario.id.empty() ? std::string("ID") : spec.scenario.id));
-}
-
-pe::ScopedJaxRelease case_jax_release(const CaseSpec& spec) {
-  return pe::ScopedJaxRelease(pe::parse_jax_release(spec.jax.version));
 }
 
 std::optional<std::string> run_error_program(const CaseSpec& spec) {
