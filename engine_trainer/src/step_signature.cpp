@@ -52,10 +52,7 @@ std::vector<pe::Tree> StepSignature::loss_arguments(const pe::Tree& params, cons
                                                     const pe::Tree& y,
                                                     const pe::Tree& model_state,
                                                     const pe::Tree& dropout_key) const {
-  std::vector<pe::Tree> list = {params, x, y};
-  if (has_model_state_) list.push_back(model_state);
-  if (has_dropout_) list.push_back(dropout_key);
-  return list;
+  return with_optional({params, x, y}, model_state, dropout_key);
 }
 
 LossAndGrads StepSignature::loss_and_grads(const pe::Tree& value_and_grad_result) const {

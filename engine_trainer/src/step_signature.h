@@ -71,10 +71,8 @@ class StepSignature {
   // The positional argument list, and its inverse.
   template <typename T>
   std::vector<T> arguments(const StepArgumentsOf<T>& named) const {
-    std::vector<T> list = {named.params, named.opt_state, named.x, named.y};
-    if (has_model_state_) list.push_back(named.model_state);
-    if (has_dropout_) list.push_back(named.dropout_key);
-    return list;
+    return with_optional({named.params, named.opt_state, named.x, named.y}, named.model_state,
+                         named.dropout_key);
   }
   StepArguments arguments(const std::vector<pe::Tree>& list) const;
   // The positions of params and opt_state, the state the step donates.
@@ -83,10 +81,8 @@ class StepSignature {
   // The positional result list (the step returns it as a tuple), and its inverse.
   template <typename T>
   std::vector<T> results(const StepResultsOf<T>& named) const {
-    std::vector<T> list = {named.params, named.opt_state, named.loss, named.grads};
-    if (has_model_state_) list.push_back(named.model_state);
-    if (has_dropout_) list.push_back(named.dropout_draws);
-    return list;
+    return with_optional({named.params, named.opt_state, named.loss, named.grads},
+                         named.model_state, named.dropout_draws);
   }
   pe::Tree result_tuple(const StepResults& named) const;
   StepResults results(const pe::Tree& tuple) const;
@@ -109,6 +105,16 @@ class StepSignature {
   static DropoutDraw dropout_draw(const pe::Tree& site_draw);
 
  private:
+  // `list`, then the model state where the step has one and the dropout entry where it has
+  // dropout: the order of every list the step takes or returns.
+  template <typename T>
+  std::vector<T> with_optional(std::vector<T> list, const T& model_state,
+                               const T& dropout) const {
+    if (has_model_state_) list.push_back(model_state);
+    if (has_dropout_) list.push_back(dropout);
+    return list;
+  }
+
   bool has_model_state_;
   bool has_dropout_;
   bool clips_;
