@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "models/layer_model.h"
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "parity/common/dropout_streams.h"
 #include "parity/common/error.h"
 #include "parity/engine_trainer/case_model.h"

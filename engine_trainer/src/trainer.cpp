@@ -8,7 +8,7 @@
 
 #include "device_trees.h"
 #include "models/layer_model.h"
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "parity/common/digest.h"
 #include "parity/common/init_params.h"
 #include "parity/common/tensor_file.h"

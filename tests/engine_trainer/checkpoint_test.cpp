@@ -6,7 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/error.h"
 #include "parity/common/init_params.h"

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "command.h"
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
 #include "parity/common/distributed_sampler.h"

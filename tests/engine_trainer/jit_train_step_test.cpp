@@ -20,7 +20,7 @@
 
 #include "layers_case.h"
 #include "models/layer_model.h"
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
 #include "parity/common/error.h"

@@ -16,7 +16,7 @@
 #include <cmath>
 #include <vector>
 
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "models/smoothed_cross_entropy.h"
 #include "pmap_engine/transforms.h"
 

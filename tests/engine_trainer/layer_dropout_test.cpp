@@ -9,7 +9,7 @@
 
 #include "layers_case.h"
 #include "models/layer_model.h"
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "parity/common/flax_rng.h"
 #include "parity/common/init_params.h"
 #include "parity/common/run_dir.h"

@@ -12,7 +12,7 @@
 #include "layer_model_vectors.h"
 #include "layers_case.h"
 #include "models/layer_model.h"
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "parity/common/model_layers.h"
 #include "pmap_engine/ops.h"
 

@@ -10,7 +10,7 @@
 
 #include "layers_case.h"
 #include "models/layer_model.h"
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "parity/common/init_params.h"
 #include "parity/engine_trainer/engine_trainer.h"
 #include "pmap_engine/ops.h"

@@ -11,7 +11,7 @@
 
 #include <cmath>
 
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "pmap_engine/ops.h"
 
 namespace parity::engine_trainer {

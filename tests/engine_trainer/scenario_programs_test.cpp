@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "command.h"
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/error.h"
 #include "parity/common/init_params.h"

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "parity/common/dropout_streams.h"
 #include "parity/common/error.h"
 #include "parity/common/flax_rng.h"

@@ -1,4 +1,4 @@
-#include "models/mlp_program.h"
+#include "models/model.h"
 
 #include <fmt/format.h>
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "parity/common/dataset.h"
 #include "parity/common/error.h"
 #include "parity/common/init_params.h"

@@ -18,7 +18,7 @@
 // with it). Both run one step on the case's first global batch and return JAX's error.
 #include <fmt/format.h>
 
-#include "models/mlp_program.h"
+#include "models/model.h"
 #include "pmap_engine/collectives.h"
 #include "pmap_engine/ops.h"
 #include "programs/program_parts.h"

@@ -32,7 +32,7 @@ pe::Tree initial_batch_stats(const ModelSpec& model, pe::DType dtype);
 pe::optim::GradientTransformation make_optimizer(const TrainSpec& train, bool clips = true);
 
 // A widths model's train_step(params, opt_state, x, y) -> (params, opt_state, loss, grads) as
-// seed 002 writes it (src/models/mlp_program.h), jitted with params and opt_state donated. The
+// seed 002 writes it (src/models/model.h), jitted with params and opt_state donated. The
 // grads are returned so that runs can record them.
 pe::Jitted make_train_step(const CaseSpec& spec);
 
