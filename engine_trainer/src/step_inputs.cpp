@@ -67,6 +67,10 @@ std::vector<double> StepInputs::device_losses(const pe::Tree& output) const {
   return weighted;
 }
 
+const pe::Tree& StepInputs::first_micro_batch_inputs() const {
+  return micro_batch_sizes.size() == 1 ? inputs : inputs[0];
+}
+
 Placement::Placement(const EngineStepPlan& step_plan, int64_t dataset_size, int64_t num_devices,
                      int64_t first_device, int64_t local_devices, int64_t readers)
     : readers(readers),

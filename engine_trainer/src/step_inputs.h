@@ -26,6 +26,8 @@ struct StepInputs {
   // device, or a tuple with one per micro-batch, weighed by their sizes as ddp_ref weighs them
   // (the last micro-batch of an epoch may be shorter).
   std::vector<double> device_losses(const pe::Tree& output) const;
+  // The inputs of the first micro-batch (the whole batch without accumulation).
+  const pe::Tree& first_micro_batch_inputs() const;
 };
 
 // Where a run trains: its devices, the sampler plan that feeds them (ddp_ref's, for that many

@@ -241,9 +241,9 @@ void EngineTrainer::record_step(StepRecord& record, const pe::Tree& step_grads,
 // and batch statistics the step starts from: one eager forward, outside the step's time.
 void EngineTrainer::record_intermediates(int64_t step, const StepInputs& batch) const {
   if (!recorder_->records_intermediates(step)) return;
-  const pe::Tree& inputs = spec_.train.grad_accum_steps == 1 ? batch.inputs : batch.inputs[0];
-  const LayerIntermediates captured = layer_model_intermediates(
-      spec_.model, device_params(0), device_batch_stats(0), device_slice(inputs, 0).leaf());
+  const LayerIntermediates captured =
+      layer_model_intermediates(spec_.model, device_params(0), device_batch_stats(0),
+                                device_slice(batch.first_micro_batch_inputs(), 0).leaf());
   NamedTensors outputs;
   for (const auto& [path, output] : captured.outputs) outputs.emplace(path, to_host(output));
   recorder_->record_intermediates(step, to_host(captured.input), outputs);
