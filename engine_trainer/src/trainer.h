@@ -12,7 +12,6 @@
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
 #include "parity/common/dropout_streams.h"
-#include "parity/common/engine_programs.h"
 #include "parity/common/rng_streams.h"
 #include "parity/common/run_dir.h"
 #include "parity/common/step_recorder.h"
