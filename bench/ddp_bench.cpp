@@ -22,7 +22,7 @@
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
 #include "parity/common/init_params.h"
-#include "mlp_program.h"
+#include "parity/engine_trainer/case_model.h"
 #include "parity/engine_trainer/engine_trainer.h"
 #include "pmap_engine/ops.h"
 #include "process_group.h"
@@ -173,10 +173,10 @@ void run_engine_pmap_step(benchmark::State& state, int64_t num_devices, int64_t 
   pe::Pmapped checked_step = engine_trainer::make_pmap_train_step(spec, devices, checked);
   pe::Pmapped step = engine_trainer::make_pmap_train_step(spec, devices, {});
   const NamedTensors init = init_mlp_params(spec.model.widths, 0, 0.01);
-  pe::Tree single = cases::params_from_tensors(init);
+  pe::Tree single = engine_trainer::params_from_tensors(init);
   pe::Tree params = engine_trainer::replicate(single, num_devices);
-  pe::Tree opt_state =
-      engine_trainer::replicate(cases::make_optimizer(spec.train).init(single), num_devices);
+  pe::Tree opt_state = engine_trainer::replicate(
+      engine_trainer::make_optimizer(spec.train).init(single), num_devices);
   const size_t num_values = static_cast<size_t>(num_devices * per_device_batch * 784);
   std::vector<float> x(train.features.begin(), train.features.begin() + num_values);
   std::vector<int32_t> y(train.labels.begin(),

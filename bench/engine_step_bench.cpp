@@ -31,16 +31,15 @@
 #include <vector>
 
 #include "blas_info.h"
+#include "case_model.h"
 #include "ir/primitive.h"
-#include "mlp_program.h"
 #include "model.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
 #include "parity/common/init_params.h"
+#include "parity/engine_trainer/case_model.h"
 #include "parity/engine_trainer/engine_trainer.h"
 #include "parity/engine_trainer/mapped_train_step.h"
-#include "programs/layer_model.h"
-#include "case_model.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/program_cache.h"
 #include "summary_main.h"
@@ -82,9 +81,9 @@ const Batch& batch() { return case_batch("mlp2-fmnist", 512); }
 
 void BM_EngineTrainStep(benchmark::State& state) {
   const Batch& b = batch();
-  pe::Jitted step = cases::make_train_step(b.spec);
-  pe::Tree params = cases::params_from_tensors(b.init);
-  pe::Tree opt_state = cases::make_optimizer(b.spec.train).init(params);
+  pe::Jitted step = engine_trainer::make_train_step(b.spec);
+  pe::Tree params = engine_trainer::params_from_tensors(b.init);
+  pe::Tree opt_state = engine_trainer::make_optimizer(b.spec.train).init(params);
   pe::Array x = pe::Array::from_floats({b.size, 784}, b.x);
   pe::Array y = pe::Array::from_ints({b.size}, b.labels32);
   pe::Tree out = step({params, opt_state, x, y});
@@ -143,14 +142,15 @@ const Batch& layer_batch(const std::string& case_name) { return case_batch(case_
 void BM_EngineLayerStep(benchmark::State& state, const std::string& case_name) {
   const Batch& b = layer_batch(case_name);
   const pe::Tree params =
-      cases::params_from_tensors(b.init, cases::name_separator(b.spec.model));
+      engine_trainer::params_from_tensors(b.init, engine_trainer::name_separator(b.spec.model));
   const engine_trainer::MappedTrainStep step =
       engine_trainer::make_mapped_train_step(b.spec, pe::DeviceSet(1));
   std::vector<pe::Tree> args = {
       engine_trainer::replicate(params, 1),
       engine_trainer::replicate(engine_trainer::step_optimizer(b.spec).init(params), 1),
       pe::Array::from_floats({1, b.size, 784}, b.x), pe::Array::from_ints({1, b.size}, b.labels32),
-      engine_trainer::replicate(cases::initial_batch_stats(b.spec.model, pe::DType::f32), 1)};
+      engine_trainer::replicate(engine_trainer::initial_batch_stats(b.spec.model, pe::DType::f32),
+                                1)};
   const auto run = [&] {
     const pe::Tree out = step(args);
     args[0] = out[0];
@@ -207,10 +207,10 @@ std::vector<GemmCase> step_gemms(int64_t batch) {
   CaseSpec spec = load_case("mlp2-fmnist", {"parallel.replicas=1",
                                             "data.per_replica_batch=" + std::to_string(batch)});
   const int64_t features = spec.model.widths.front();
-  pe::Jitted step = cases::make_train_step(spec);
-  pe::Tree params = cases::params_from_tensors(
+  pe::Jitted step = engine_trainer::make_train_step(spec);
+  pe::Tree params = engine_trainer::params_from_tensors(
       init_mlp_params(spec.model.widths, spec.init.seed, spec.init.scale));
-  pe::Tree opt_state = cases::make_optimizer(spec.train).init(params);
+  pe::Tree opt_state = engine_trainer::make_optimizer(spec.train).init(params);
   pe::Array x = pe::Array::from_floats(
       {batch, features}, std::vector<float>(static_cast<size_t>(batch * features), 0.0f));
   pe::Array y = pe::Array::from_ints({batch}, std::vector<int32_t>(static_cast<size_t>(batch), 0));

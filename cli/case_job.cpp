@@ -10,12 +10,12 @@
 #include "parity/common/error.h"
 #include "parity/common/progress.h"
 #include "parity/common/run_dir.h"
-#include "parity/reports/reports.h"
 #include "parity/ddp_ref/ddp_ref.h"
 #include "parity/engine_trainer/engine_trainer.h"
+#include "parity/engine_trainer/scenario_programs.h"
+#include "parity/reports/reports.h"
 #include "producer_processes.h"
 #include "run_output.h"
-#include "scenario_programs.h"
 
 namespace parity::cli {
 void train_producer(const std::string& producer, const std::function<void()>& run) {
@@ -36,7 +36,7 @@ std::unique_ptr<DirectoryLock> claim_job_folder(const std::filesystem::path& dir
 compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesystem::path& dir,
                                        compare::CompareOptions options, bool oracle,
                                        const std::string& progress_label) {
-  cases::require_training_program(spec, find_engine_program(spec.scenario.engine_program));
+  engine_trainer::require_training_program(spec, find_engine_program(spec.scenario.engine_program));
   // The engine under test trains the case with its engine_overrides (the defaults a port kept);
   // the reference, ddp_ref or the engine's pmean step, and the oracle train the case itself.
   const CaseSpec engine_spec = engine_case(spec);

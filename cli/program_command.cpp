@@ -6,15 +6,14 @@
 
 #include "case_init.h"
 #include "commands.h"
-#include "layer_model.h"
-#include "mlp_program.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/engine_programs.h"
 #include "parity/common/error.h"
+#include "parity/engine_trainer/case_model.h"
 #include "parity/engine_trainer/engine_trainer.h"
 #include "parity/engine_trainer/mapped_train_step.h"
+#include "parity/engine_trainer/scenario_programs.h"
 #include "pmap_engine/ops.h"
-#include "scenario_programs.h"
 
 namespace parity::cli {
 
@@ -50,12 +49,12 @@ std::string describe_step(const std::string& case_name, int64_t batch, int64_t n
 void print_widths_program(const CaseSpec& spec) {
   const int64_t batch = spec.parallel.replicas * spec.data.per_replica_batch;
   const int64_t input_dim = spec.model.widths.front();
-  pe::Tree params = cases::params_from_tensors(make_init_params(spec));
-  pe::Tree opt_state = cases::make_optimizer(spec.train).init(params);
+  pe::Tree params = engine_trainer::params_from_tensors(make_init_params(spec));
+  pe::Tree opt_state = engine_trainer::make_optimizer(spec.train).init(params);
   pe::Array x = pe::zeros({batch, input_dim});
   pe::Array y = spec.model.loss == "mse" ? pe::zeros({batch, spec.model.widths.back()})
                                          : pe::zeros({batch}, pe::DType::i32);
-  pe::Jitted step = cases::make_train_step(spec);
+  pe::Jitted step = engine_trainer::make_train_step(spec);
   // The first call traces and compiles cold; the text is traced again afterwards.
   step({params, opt_state, x, y});
   const pe::ExecutionStats stats = step.last_execution();
@@ -75,8 +74,8 @@ std::vector<pe::Tree> mapped_step_arguments(const CaseSpec& spec,
       layers ? spec.model.input : std::vector<int64_t>{spec.model.widths.front()};
   const int64_t input_dim =
       std::accumulate(input.begin(), input.end(), int64_t{1}, std::multiplies<>());
-  const pe::Tree params =
-      cases::params_from_tensors(make_init_params(spec), cases::name_separator(spec.model));
+  const pe::Tree params = engine_trainer::params_from_tensors(
+      make_init_params(spec), engine_trainer::name_separator(spec.model));
   const pe::Tree opt_state = engine_trainer::step_optimizer(spec).init(params);
   const int64_t outputs = layers ? infer_model_shapes(spec.model.layers, input).output.back()
                                  : spec.model.widths.back();
@@ -95,7 +94,8 @@ std::vector<pe::Tree> mapped_step_arguments(const CaseSpec& spec,
       state(params), state(opt_state), pe::Tree(pe::zeros(batch_shape({input_dim}))),
       pe::Tree(spec.model.loss == "mse" ? pe::zeros(batch_shape({outputs}))
                                         : pe::zeros(batch_shape({}), pe::DType::i32))};
-  if (layers) args.push_back(state(cases::initial_batch_stats(spec.model, pe::DType::f32)));
+  if (layers)
+    args.push_back(state(engine_trainer::initial_batch_stats(spec.model, pe::DType::f32)));
   return args;
 }
 
@@ -188,7 +188,7 @@ void register_program_command(CLI::App& app) {
                     "per-device program with its collectives, the memory per device");
   command->callback([arguments] {
     const CaseSpec spec = load_case(arguments->case_name, arguments->overrides);
-    const pe::ScopedJaxRelease release = cases::case_jax_release(spec);
+    const pe::ScopedJaxRelease release = engine_trainer::case_jax_release(spec);
     if (arguments->sharded) {
       print_sharded_programs(sharded_cases(arguments->case_name, arguments->overrides, spec));
       return;

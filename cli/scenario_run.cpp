@@ -7,9 +7,9 @@
 #include "case_job.h"
 #include "parity/common/engine_programs.h"
 #include "parity/common/error.h"
+#include "parity/engine_trainer/scenario_programs.h"
 #include "parity/reports/reports.h"
 #include "scenario_figures.h"
-#include "scenario_programs.h"
 
 namespace parity::cli {
 namespace {
@@ -98,10 +98,10 @@ Observation observe_error(const CaseSpec& spec) {
         engine_program_names_of_kind(ProgramKind::kFailsBeforeTraining)));
   }
   Observation observation;
-  const std::optional<std::string> error = cases::run_error_program(spec);
+  const std::optional<std::string> error = engine_trainer::run_error_program(spec);
   observation.figures.set_text("error", error.value_or("none"));
-  observation.figures.set_text("jax_error", cases::jax_quote(error.value_or("none")));
-  observation.figures.merge(cases::error_program_figures(spec));
+  observation.figures.set_text("jax_error", engine_trainer::jax_quote(error.value_or("none")));
+  observation.figures.merge(engine_trainer::error_program_figures(spec));
   if (!error) {
     observation.observed = observation.summary = "the step ran without an error";
     return observation;
@@ -119,7 +119,7 @@ Observation observe_probe(const CaseSpec& spec) {
         spec.source_file.string(), spec.scenario.engine_program,
         engine_program_names_of_kind(ProgramKind::kProbes)));
   }
-  cases::ProbeResult probe = cases::run_probe_program(spec);
+  engine_trainer::ProbeResult probe = engine_trainer::run_probe_program(spec);
   Observation observation;
   observation.as_expected = probe.as_expected;
   observation.observed = observation.summary = probe.observed;

@@ -11,9 +11,9 @@
 #include "parity/common/progress.h"
 #include "parity/ddp_ref/ddp_ref.h"
 #include "parity/engine_trainer/engine_trainer.h"
+#include "parity/engine_trainer/scenario_programs.h"
 #include "producer_processes.h"
 #include "run_output.h"
-#include "scenario_programs.h"
 
 namespace parity::cli {
 namespace {
@@ -74,7 +74,7 @@ compare::ComparisonResult run_seeds_job(const SeedsJob& job,
     ddp_specs.push_back(
         load_case(job.case_name, joined(joined(job.overrides, job.ddp_overrides), seeds)));
   }
-  cases::require_training_program(spec, find_engine_program(spec.scenario.engine_program));
+  engine_trainer::require_training_program(spec, find_engine_program(spec.scenario.engine_program));
 
   const std::filesystem::path seeds_dir = job.dir / "seeds";
   std::filesystem::remove_all(seeds_dir);

@@ -51,7 +51,7 @@ pe::NamedSharding fsdp_sharding(const pe::Mesh& mesh, const pe::Shape& shape) {
 
 TrainStepShardings train_step_shardings(const std::string& style, const pe::Mesh& mesh,
                                         const pe::Tree& params, const pe::Tree& opt_state,
-                                        bool clipped_grads, bool has_model_state) {
+                                        const StepSignature& signature) {
   if (style != "jit-dp" && style != "jit-fsdp") {
     throw InternalError("train_step_shardings: '" + style + "' is not a jit style");
   }
@@ -65,13 +65,13 @@ TrainStepShardings train_step_shardings(const std::string& style, const pe::Mesh
   // The gradients come out as their parameters are laid out; a clipping step returns the
   // applied and the reduced gradients, two trees shaped like params.
   std::vector<pe::NamedSharding> grads = out.params;
-  if (clipped_grads) grads.insert(grads.end(), out.params.begin(), out.params.end());
-  out.in = {params_tree, opt_state_tree, batch_split, batch_split};
-  out.out = {params_tree, opt_state_tree, replicated_all, pe::ShardingTree(grads)};
-  if (has_model_state) {
-    out.in.emplace_back(replicated_all);
-    out.out.emplace_back(replicated_all);
-  }
+  if (signature.clips()) grads.insert(grads.end(), out.params.begin(), out.params.end());
+  // A layers model's batch_stats replicated (a jit style has no dropout: case validation).
+  out.in = signature.arguments<pe::ShardingTree>(
+      {params_tree, opt_state_tree, batch_split, batch_split, replicated_all, replicated_all});
+  out.out = signature.results<pe::ShardingTree>({params_tree, opt_state_tree, replicated_all,
+                                                 pe::ShardingTree(grads), replicated_all,
+                                                 replicated_all});
   return out;
 }
 

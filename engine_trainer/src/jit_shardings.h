@@ -29,6 +29,7 @@
 
 #include "parity/engine_trainer/mapped_train_step.h"
 #include "pmap_engine/sharding.h"
+#include "step_signature.h"
 
 namespace parity::engine_trainer {
 
@@ -37,8 +38,8 @@ namespace pe = pmap_engine;
 // One leaf's sharding under jit-fsdp (the rule above).
 pe::NamedSharding fsdp_sharding(const pe::Mesh& mesh, const pe::Shape& shape);
 
-// The jit's shardings for train_step(params, opt_state, x, y[, batch_stats]) ->
-// (params, opt_state, loss, grads[, batch_stats]), and each state leaf's, in flatten order.
+// The jit's shardings for the step's arguments and results (step_signature.h), and each state
+// leaf's, in flatten order.
 struct TrainStepShardings {
   std::vector<pe::ShardingTree> in;
   std::vector<pe::ShardingTree> out;
@@ -47,11 +48,11 @@ struct TrainStepShardings {
 };
 
 // `style` is "jit-dp" or "jit-fsdp"; `params` and `opt_state` the global values (their shapes
-// pick the shardings). `clipped_grads`: the step returns (applied, reduced) gradients
-// (train_step.h); `has_model_state`: a layers model's batch_stats follow, replicated.
+// pick the shardings). A clipping step's (applied, reduced) gradients are both laid out as
+// their parameters; a layers model's batch_stats are replicated.
 TrainStepShardings train_step_shardings(const std::string& style, const pe::Mesh& mesh,
                                         const pe::Tree& params, const pe::Tree& opt_state,
-                                        bool clipped_grads, bool has_model_state);
+                                        const StepSignature& signature);
 
 // The bytes each device holds of params and opt_state under their shardings: each leaf's block
 // (NamedSharding::shard_shape) times its dtype's size, and the layout in words, naming the

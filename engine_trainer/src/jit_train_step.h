@@ -20,47 +20,45 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "parity/common/case_spec.h"
-#include "parity/engine_trainer/engine_trainer.h"
 #include "parity/engine_trainer/mapped_train_step.h"
 #include "pmap_engine/transforms.h"
+#include "step_plan.h"
+#include "step_signature.h"
 
 namespace parity::engine_trainer {
 
+// The jitted step and the shardings it is jitted with. MappedTrainStep runs it (the interface
+// every mapped step has); this class holds what only a jit has.
 class JitTrainStep {
  public:
   // `style` "jit-dp" or "jit-fsdp"; `separator` joins a parameter's path into its canonical name
   // (for the layout's words).
-  JitTrainStep(pe::TreeFunction step, std::string style, pe::Mesh mesh, bool clipped_grads,
-               bool has_model_state, std::string separator);
+  JitTrainStep(pe::TreeFunction step, std::string style, pe::Mesh mesh, StepSignature signature,
+               std::string separator);
 
-  // train_step(params, opt_state, x, y[, batch_stats]), global values. The shardings come
-  // from the shapes of params and opt_state (jax.tree.map(fsdp_sharding, params)), so the step
-  // is jitted for the first arguments it sees, and again if their shapes change.
-  pe::Tree operator()(const std::vector<pe::Tree>& args) const;
-  pe::CacheStats cache_stats() const;
-  pe::MappedExecutionStats last_execution() const;
+  // The step jitted for train_step(params, opt_state, x, y[, batch_stats]), global values. The
+  // shardings come from the shapes of params and opt_state (jax.tree.map(fsdp_sharding,
+  // params)), so the step is jitted for the first arguments it sees, and again if their shapes
+  // change.
+  pe::Jitted jitted_for(const std::vector<pe::Tree>& args) const;
+  // The step as last jitted; nullopt before the first call.
+  std::optional<pe::Jitted> last_jitted() const;
   // How the last run's peak was measured: per device of the partitioned program.
   std::string memory_method() const;
-  std::string program_text(const std::vector<pe::Tree>& args) const;
-  // Every value's sharding, the per-device program with its collectives, the memory plan
-  // (Jitted::partitioned_program_text).
-  std::string partitioned_program_text(const std::vector<pe::Tree>& args) const;
+  // What each device holds of params and opt_state under their shardings.
   DeviceStateBytes device_state_bytes(const pe::Tree& params, const pe::Tree& opt_state) const;
 
  private:
-  pe::Jitted jitted_for(const std::vector<pe::Tree>& args) const;
-
   struct State;
   std::shared_ptr<State> state_;
 };
 
-// The step of the case's parallel.style on Mesh(devices, ('data',)). Throws InputError when the
+// The step of the plan's parallel.style on Mesh(devices, ('data',)). Throws InputError when the
 // engine program is not the faithful "pmean" (the documents' programs are written for pmap).
-JitTrainStep make_jit_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
-                                 const EngineStepOptions& step_options);
+JitTrainStep make_jit_train_step(const EngineStepPlan& plan, const pe::DeviceSet& devices);
 
 }  // namespace parity::engine_trainer

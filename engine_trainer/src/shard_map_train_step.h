@@ -15,37 +15,36 @@
 #include <cstdint>
 #include <vector>
 
-#include "parity/common/case_spec.h"
-#include "parity/engine_trainer/engine_trainer.h"
 #include "pmap_engine/shard_map.h"
+#include "step_plan.h"
+#include "step_signature.h"
 
 namespace parity::engine_trainer {
 
-// The shard_map'd step called in the pmap layout the trainer keeps (make_pmap_train_step):
-// params and opt_state go in as device 0's copy, x and y with the device and batch axes merged
-// into the global batch; params, opt_state and grads come out as one global value (out_specs
-// P(), which check_vma proved invariant) and are stacked back on the device axis, the loss one
-// per device.
+// The shard_map'd step and how it is called in the pmap layout the trainer keeps
+// (make_pmap_train_step): params and opt_state go in as device 0's copy, x and y with the device
+// and batch axes merged into the global batch; params, opt_state and grads come out as one
+// global value (out_specs P(), which check_vma proved invariant) and are stacked back on the
+// device axis, the loss one per device. MappedTrainStep runs it.
 class ShardMapTrainStep {
  public:
-  ShardMapTrainStep(pe::ShardMapped step, int64_t num_devices);
+  ShardMapTrainStep(pe::ShardMapped step, StepSignature signature, int64_t num_devices);
 
-  pe::Tree operator()(const std::vector<pe::Tree>& args) const;
-  pe::CacheStats cache_stats() const { return step_.cache_stats(); }
-  pe::MappedExecutionStats last_execution() const { return step_.last_execution(); }
-  std::string program_text(const std::vector<pe::Tree>& args) const;
+  const pe::ShardMapped& step() const { return step_; }
+  // The pmap layout's arguments as the shard_map'd step takes them.
+  std::vector<pe::Tree> global_arguments(const std::vector<pe::Tree>& args) const;
+  // Its results in the pmap layout.
+  pe::Tree stacked_results(const pe::Tree& out) const;
 
  private:
-  std::vector<pe::Tree> global_arguments(const std::vector<pe::Tree>& args) const;
-
   pe::ShardMapped step_;
+  StepSignature signature_;
   int64_t num_devices_;
 };
 
 // The step on Mesh(devices, ('data',)). check_replicas (pmap's run-time check) has nothing to
-// do: check_vma proves params and opt_state invariant when the step is traced. Throws
-// InputError for a case the program does not train.
-ShardMapTrainStep make_shard_map_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
-                                            const EngineStepOptions& step_options);
+// do: check_vma proves params and opt_state invariant when the step is traced.
+ShardMapTrainStep make_shard_map_train_step(const EngineStepPlan& plan,
+                                            const pe::DeviceSet& devices);
 
 }  // namespace parity::engine_trainer

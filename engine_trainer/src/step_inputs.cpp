@@ -1,6 +1,7 @@
 #include "step_inputs.h"
 
 #include "pmap_engine/ops.h"
+#include "train_step.h"
 
 namespace parity::engine_trainer {
 namespace {
@@ -66,16 +67,18 @@ std::vector<double> StepInputs::device_losses(const pe::Tree& output) const {
   return weighted;
 }
 
-Placement::Placement(const CaseSpec& spec, int64_t dataset_size, int64_t num_devices,
-                     int64_t first_device, int64_t local_devices,
-                     const EngineStepOptions& step_options, int64_t readers)
+const pe::Tree& StepInputs::first_micro_batch_inputs() const {
+  return micro_batch_sizes.size() == 1 ? inputs : inputs[0];
+}
+
+Placement::Placement(const EngineStepPlan& step_plan, int64_t dataset_size, int64_t num_devices,
+                     int64_t first_device, int64_t local_devices, int64_t readers)
     : readers(readers),
       first_device(first_device),
       local_devices(local_devices),
-      plan(case_sampler_options(spec, dataset_size, num_devices / readers),
-           spec.data.per_replica_batch * spec.parallel.replicas / num_devices),
-      step(make_mapped_train_step(spec, pe::DeviceSet(static_cast<int>(local_devices)),
-                                  step_options)) {}
+      plan(case_sampler_options(step_plan.spec, dataset_size, num_devices / readers),
+           step_plan.spec.data.per_replica_batch * step_plan.spec.parallel.replicas / num_devices),
+      step(make_mapped_train_step(step_plan, pe::DeviceSet(static_cast<int>(local_devices)))) {}
 
 StepBatches Placement::batches(int64_t index) const {
   StepBatches batches = plan.step(index);

@@ -10,6 +10,7 @@
 #include "parity/common/distributed_sampler.h"
 #include "parity/engine_trainer/engine_trainer.h"
 #include "parity/engine_trainer/mapped_train_step.h"
+#include "step_plan.h"
 
 namespace parity::engine_trainer {
 
@@ -25,6 +26,8 @@ struct StepInputs {
   // device, or a tuple with one per micro-batch, weighed by their sizes as ddp_ref weighs them
   // (the last micro-batch of an epoch may be shorter).
   std::vector<double> device_losses(const pe::Tree& output) const;
+  // The inputs of the first micro-batch (the whole batch without accumulation).
+  const pe::Tree& first_micro_batch_inputs() const;
 };
 
 // Where a run trains: its devices, the sampler plan that feeds them (ddp_ref's, for that many
@@ -46,8 +49,8 @@ struct Placement {
   DistributedBatchPlan plan;
   MappedTrainStep step;
 
-  Placement(const CaseSpec& spec, int64_t dataset_size, int64_t num_devices, int64_t first_device,
-            int64_t local_devices, const EngineStepOptions& step_options, int64_t readers = 1);
+  Placement(const EngineStepPlan& step_plan, int64_t dataset_size, int64_t num_devices,
+            int64_t first_device, int64_t local_devices, int64_t readers = 1);
 
   // Batch `index` for every device of every process, process-major.
   StepBatches batches(int64_t index) const;

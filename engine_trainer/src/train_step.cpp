@@ -5,41 +5,21 @@
 // jitted with shardings (jit_train_step.cpp). A layers model's BatchNorm statistics are the
 // step's model state, as a Flax user threads them: (loss, batch_stats), grads =
 // value_and_grad(loss_fn, has_aux=True)(params, x, y, batch_stats), with each device keeping
-// its own statistics unless a BatchNorm syncs them over "data". A model with dropout takes the step's dropout key as its
-// last argument and derives each device's key as the case's [rng] says, and the step returns
-// every site's keys and masks for the RNG streams.
+// its own statistics unless a BatchNorm syncs them over "data". A model with dropout takes the
+// step's dropout key as its last argument and derives each device's key as the case's [rng]
+// says, and the step returns every site's keys and masks for the RNG streams.
 #include "train_step.h"
 
-#include <functional>
 #include <utility>
 
-#include "layer_model.h"
-#include "mlp_program.h"
-#include "parity/common/engine_programs.h"
 #include "parity/common/error.h"
 #include "parity/engine_trainer/engine_trainer.h"
 #include "parity/engine_trainer/mapped_train_step.h"
 #include "pmap_engine/collectives.h"
 #include "pmap_engine/ops.h"
 #include "pmap_engine/random_ops.h"
-#include "scenario_programs.h"
 
 namespace parity::engine_trainer {
-
-namespace {
-
-// The case's loss_fn: (params, x, y) -> loss for a widths model; for a layers model
-// (params, x, y, batch_stats) -> (loss, new batch_stats), differentiated with has_aux.
-pe::TreeFunction case_loss_fn(const CaseSpec& spec, pe::DType dtype, bool cast_loss) {
-  const ModelSpec model = spec.model;
-  if (!model.layers.empty()) return cases::layer_model_loss(model);
-  return [model, dtype, cast_loss](const std::vector<pe::Tree>& args) {
-    return pe::Tree(
-        cases::mlp_loss(model, args[0], args[1].leaf(), args[2].leaf(), dtype, cast_loss));
-  };
-}
-
-}  // namespace
 
 namespace {
 
@@ -53,9 +33,7 @@ pe::Array device_dropout_key(const RngSpec& rng, const pe::Array& key, const std
 
 // The gradients the optimizer applies, from a device's local gradients: the program's
 // reduction, and the case's clipping by global norm where the case places it. Without clipping
-// the applied gradients are the reduced ones; with it, (applied, reduced): the run records the
-// applied gradients, as DDP's .grad holds them after clip_grad_norm_, and the norm of the
-// reduced ones, as clip_grad_norm_ returns it.
+// the applied gradients are the reduced ones.
 struct GradientPath {
   std::function<pe::Tree(const pe::Tree&)> reduce;
   double clip_norm = 0;
@@ -65,188 +43,161 @@ struct GradientPath {
     const pe::optim::GradientTransformation clipper = pe::optim::clip_by_global_norm(clip_norm);
     return clipper.update(grads, clipper.init(grads), pe::Tree()).first;
   }
-  // The optimizer's input and what the step returns as its gradients.
+  // The optimizer's input, and the reduced gradients before any clipping.
   std::pair<pe::Tree, pe::Tree> apply(const pe::Tree& local) const {
     const pe::Tree reduced = reduce(local);
     if (clip_norm <= 0) return {reduced, reduced};
     // before_mean: each device's own gradient clipped inside the mapped step, then the mean
     // (a port's misplacement; DDP averages in backward's hooks before any clipping).
     const pe::Tree applied = clip_before_mean ? reduce(clip(local)) : clip(reduced);
-    return {applied, pe::Tree::tuple({applied, reduced})};
+    return {applied, reduced};
   }
 };
 
-}  // namespace
-
-pe::optim::GradientTransformation step_optimizer(const CaseSpec& spec) {
-  return cases::make_optimizer(spec.train, /*clips=*/false);
-}
-
-namespace {
-
 // What the step is made of: the update, the gradients with their reduction, and how the
-// micro-batches and the clipping go.
+// micro-batches and the clipping go. Copied into the step function: nothing refers to the plan.
 struct StepParts {
   pe::optim::GradientTransformation optimizer;
-  cases::MappedGradients gradients;
+  MappedGradients gradients;
   GradientPath path;
+  StepSignature signature;
   int64_t micro_batches = 1;
   bool update_each = false;  // P9: an update after every micro-batch
-  bool has_model_state = false;
-  bool has_dropout = false;
   RngSpec rng;
 };
 
-// The step's parts around `gradients`, the case's and the program's.
-StepParts step_parts(const CaseSpec& spec, const EngineProgram& program,
-                     cases::MappedGradients gradients) {
-  const GradientPath path{gradients.reduce, spec.train.clip_grad_norm,
-                          spec.train.clip_placement == "before_mean"};
-  return {step_optimizer(spec),         std::move(gradients),
-          path,                         spec.train.grad_accum_steps,
-          program.updates_per_micro_batch, !spec.model.layers.empty(),
-          cases::has_dropout(spec.model), spec.rng};
+// The step's parts around `gradients`, the plan's.
+StepParts step_parts(const EngineStepPlan& plan, MappedGradients gradients) {
+  const TrainSpec& train = plan.spec.train;
+  const GradientPath path{gradients.reduce, train.clip_grad_norm,
+                          train.clip_placement == "before_mean"};
+  return {plan.optimizer,
+          std::move(gradients),
+          path,
+          plan.signature,
+          train.grad_accum_steps,
+          plan.program.updates_per_micro_batch,
+          plan.spec.rng};
 }
 
 pe::TreeFunction step_function(const StepParts& parts) {
-  return [parts](const std::vector<pe::Tree>& args) {
-    const pe::optim::GradientTransformation& optimizer = parts.optimizer;
-    const cases::MappedGradients& gradients = parts.gradients;
-    const GradientPath& path = parts.path;
-    const int64_t micro_batches = parts.micro_batches;
-    const bool has_model_state = parts.has_model_state;
-    const bool has_dropout = parts.has_dropout;
-    pe::Tree params = args[0];
-    pe::Tree state = args[1];
-    pe::Tree batch_stats = has_model_state ? args[4] : pe::Tree();
-    pe::Tree dropout_draws = pe::Tree::dict({});
+  return [parts](const std::vector<pe::Tree>& arguments) {
+    const StepSignature& signature = parts.signature;
+    const StepArguments in = signature.arguments(arguments);
+    StepResults out{in.params, in.opt_state, pe::Tree(), pe::Tree(), in.model_state,
+                    pe::Tree::dict({})};
     const auto update = [&](const pe::Tree& grads) {
-      auto [updates, new_state] = optimizer.update(grads, state, params);
-      params = pe::optim::apply_updates(params, updates);
-      state = new_state;
+      auto [updates, new_state] = parts.optimizer.update(grads, out.opt_state, out.params);
+      out.params = pe::optim::apply_updates(out.params, updates);
+      out.opt_state = new_state;
     };
-    // One batch's (loss, local grads); a layers model's forward also updates batch_stats and
-    // draws the dropout masks.
+    // One batch's loss and local grads; a layers model's forward also updates its batch
+    // statistics and draws the dropout masks.
     const auto loss_and_grads = [&](const pe::Tree& x, const pe::Tree& y) {
-      if (!has_model_state) return gradients.local({params, x, y});
-      std::vector<pe::Tree> loss_args = {params, x, y, batch_stats};
-      if (has_dropout) {
-        loss_args.emplace_back(
-            device_dropout_key(parts.rng, args[5].leaf(), gradients.axis_name));
+      const pe::Tree key =
+          signature.has_dropout()
+              ? pe::Tree(device_dropout_key(parts.rng, in.dropout_key.leaf(),
+                                            parts.gradients.axis_name))
+              : pe::Tree();
+      const LossAndGrads local = signature.loss_and_grads(parts.gradients.local(
+          signature.loss_arguments(out.params, x, y, out.model_state, key)));
+      if (signature.has_model_state()) {
+        out.model_state = local.model_state;
+        out.dropout_draws = local.dropout_draws;
       }
-      const pe::Tree out = gradients.local(loss_args);
-      batch_stats = out[0][1][0];
-      dropout_draws = out[0][1][1];
-      return pe::Tree::tuple({out[0][0], out[1]});
+      return local;
     };
-    // (params, opt_state, loss, grads), a layers model's new batch_stats, and with dropout the
-    // masks' (key, keep) by site.
-    const auto outputs = [&](const pe::Tree& loss, const pe::Tree& grads) {
-      std::vector<pe::Tree> out = {params, state, loss, grads};
-      if (has_model_state) out.push_back(batch_stats);
-      if (has_dropout) out.push_back(dropout_draws);
-      return pe::Tree::tuple(std::move(out));
-    };
-    if (micro_batches == 1) {
-      // Seed 002's train_step_parallel: the program's (loss, grads), then the optax update.
-      const pe::Tree local = loss_and_grads(args[2], args[3]);
-      const auto [applied, returned] = path.apply(local[1]);
+    // The update from a batch's (or the accumulated) local gradients; the gradients the step
+    // returns.
+    const auto apply = [&](const pe::Tree& local_grads) {
+      const auto [applied, reduced] = parts.path.apply(local_grads);
       update(applied);
-      return outputs(local[0], returned);
+      out.grads = signature.returned_grads(applied, reduced);
+    };
+    if (parts.micro_batches == 1) {
+      // Seed 002's train_step_parallel: the program's (loss, grads), then the optax update.
+      const LossAndGrads local = loss_and_grads(in.x, in.y);
+      apply(local.grads);
+      out.loss = local.loss;
+      return signature.result_tuple(out);
     }
-    // Micro-batches: args[2] and args[3] are tuples of k batches. 002 §3.3 accumulates the
-    // gradients (each of loss / k, as DDP scales the loss under no_sync), reduces once and
-    // updates once; the P9 program updates after every micro-batch instead.
-    const auto k = static_cast<double>(micro_batches);
+    // Micro-batches: x and y are tuples of k batches. 002 §3.3 accumulates the gradients (each
+    // of loss / k, as DDP scales the loss under no_sync), reduces once and updates once; the P9
+    // program updates after every micro-batch instead.
+    const auto k = static_cast<double>(parts.micro_batches);
+    const std::vector<pe::Tree> xs = in.x.children();
+    const std::vector<pe::Tree> ys = in.y.children();
     std::vector<pe::Tree> losses;  // per micro-batch: the host weighs them by their sizes
     pe::Tree accumulated;
-    pe::Tree last_grads;
-    for (int64_t m = 0; m < micro_batches; ++m) {
-      const auto index = static_cast<size_t>(m);
-      const pe::Tree local = loss_and_grads(args[2][index], args[3][index]);
-      losses.push_back(local[0]);
+    for (size_t m = 0; m < xs.size(); ++m) {
+      const LossAndGrads local = loss_and_grads(xs.at(m), ys.at(m));
+      losses.push_back(local.loss);
       if (parts.update_each) {
-        const auto [applied, returned] = path.apply(local[1]);
-        update(applied);
-        last_grads = returned;
+        apply(local.grads);
         continue;
       }
-      const pe::Tree scaled =
-          pe::tree_map([k](const pe::Array& g) { return g / k; }, local[1]);
+      const pe::Tree scaled = pe::tree_map([k](const pe::Array& g) { return g / k; }, local.grads);
       accumulated = m == 0
                         ? scaled
                         : pe::tree_map([](const pe::Array& a, const pe::Array& g) { return a + g; },
                                        accumulated, scaled);
     }
-    if (!parts.update_each) {
-      const auto [applied, returned] = path.apply(accumulated);
-      update(applied);
-      last_grads = returned;
-    }
-    return outputs(pe::Tree::tuple(losses), last_grads);
+    if (!parts.update_each) apply(accumulated);
+    out.loss = pe::Tree::tuple(losses);
+    return signature.result_tuple(out);
   };
-}
-
-pe::DType step_dtype(const CaseSpec& spec, const EngineStepOptions& step_options) {
-  return step_options.float64 ? pe::DType::f64 : cases::compute_dtype(spec.train.dtype);
 }
 
 }  // namespace
 
-DeviceStepFunction device_step_function(const CaseSpec& spec,
-                                        const EngineStepOptions& step_options) {
-  const EngineProgram& program = find_engine_program(step_options.program);
-  cases::require_program_trains_model(spec, program);
-  cases::MappedGradients gradients = cases::mapped_gradients(
-      program,
-      case_loss_fn(spec, step_dtype(spec, step_options), !program.keeps_loss_in_compute_dtype),
-      !spec.model.layers.empty());
-  const std::string axis_name = gradients.axis_name;
-  return {step_function(step_parts(spec, program, std::move(gradients))), axis_name};
+pe::TreeFunction device_step_function(const EngineStepPlan& plan) {
+  return step_function(step_parts(plan, plan.gradients));
 }
 
-pe::TreeFunction global_step_function(const CaseSpec& spec,
-                                      const EngineStepOptions& step_options) {
-  if (cases::has_dropout(spec.model)) {
-    throw InternalError("case " + spec.name + ": a jit style with dropout passed case validation");
+pe::TreeFunction global_step_function(const EngineStepPlan& plan) {
+  if (plan.has_dropout) {
+    throw InternalError("case " + plan.spec.name +
+                        ": a jit style with dropout passed case validation");
   }
-  // The faithful step's traits: the loss cast back to the master dtype, one update per step.
-  const EngineProgram& faithful = find_engine_program("pmean");
-  const bool has_aux = !spec.model.layers.empty();
-  const pe::TreeFunction loss_fn =
-      case_loss_fn(spec, step_dtype(spec, step_options), !faithful.keeps_loss_in_compute_dtype);
   // The loss is the global batch's mean, so its gradient is the global gradient: nothing to
-  // reduce (the partitioner's collectives do what pmean does under pmap).
-  cases::MappedGradients gradients{"", pe::value_and_grad(loss_fn, {0}, has_aux),
-                                   [](const pe::Tree& grads) { return grads; }};
-  return step_function(step_parts(spec, faithful, std::move(gradients)));
+  // reduce (the partitioner's collectives do what pmean does under pmap). The plan's program is
+  // the faithful one (make_jit_train_step checks it): its loss cast back to the master dtype,
+  // one update per step.
+  MappedGradients gradients{"", pe::value_and_grad(plan.loss_fn, {0}, plan.has_model_state),
+                            [](const pe::Tree& grads) { return grads; }};
+  return step_function(step_parts(plan, std::move(gradients)));
+}
+
+pe::Pmapped make_pmap_train_step(const EngineStepPlan& plan, const pe::DeviceSet& devices) {
+  pe::PmapOptions options;
+  options.axis_name = plan.gradients.axis_name;
+  const StepSignature& signature = plan.signature;
+  const pe::AxisSpec mapped(0), whole(std::nullopt);
+  if (plan.program.broadcasts_params) {
+    // 000 §5.3: @pmap(axis_name=..., in_axes=(None, 0, 0)): params and optimizer state go to
+    // every device whole and come back as the one value all devices hold (out_axes=None, which
+    // the engine checks bit for bit).
+    options.in_axes =
+        signature.arguments<pe::AxisSpec>({whole, whole, mapped, mapped, mapped, mapped});
+    options.out_axes =
+        signature.results<pe::AxisSpec>({whole, whole, mapped, mapped, mapped, mapped});
+  }
+  if (plan.has_dropout) {
+    // The step key goes to every device whole (in_axes=None) unless each device gets its row
+    // of split(key, n).
+    options.in_axes = signature.arguments<pe::AxisSpec>(
+        {mapped, mapped, mapped, mapped, mapped,
+         plan.spec.rng.per_device == "split" ? mapped : whole});
+  }
+  options.donate_argnums = signature.state_argnums();
+  options.devices = devices;
+  if (plan.options.check_replicas) options.check_replicated_outputs = signature.state_argnums();
+  return pe::pmap(device_step_function(plan), options);
 }
 
 pe::Pmapped make_pmap_train_step(const CaseSpec& spec, const pe::DeviceSet& devices,
                                  const EngineStepOptions& step_options) {
-  const DeviceStepFunction step = device_step_function(spec, step_options);
-  const EngineProgram& program = find_engine_program(step_options.program);
-  const bool has_dropout = cases::has_dropout(spec.model);
-  pe::PmapOptions options;
-  options.axis_name = step.axis_name;
-  if (program.broadcasts_params) {
-    // 000 §5.3: @pmap(axis_name=..., in_axes=(None, 0, 0)): params and optimizer state go to
-    // every device whole and come back as the one value all devices hold (out_axes=None, which
-    // the engine checks bit for bit).
-    options.in_axes = {std::nullopt, std::nullopt, 0, 0};
-    options.out_axes = {std::nullopt, std::nullopt, 0, 0};
-  }
-  if (has_dropout) {
-    // The step key goes to every device whole (in_axes=None) unless each device gets its row
-    // of split(key, n).
-    options.in_axes = {0, 0, 0, 0, 0};
-    options.in_axes.push_back(spec.rng.per_device == "split" ? pe::AxisSpec(0)
-                                                             : pe::AxisSpec(std::nullopt));
-  }
-  options.donate_argnums = {0, 1};
-  options.devices = devices;
-  if (step_options.check_replicas) options.check_replicated_outputs = {0, 1};
-  return pe::pmap(step.function, options);
+  return make_pmap_train_step(EngineStepPlan(spec, step_options), devices);
 }
 
 }  // namespace parity::engine_trainer

@@ -6,10 +6,9 @@
 #include <cmath>
 #include <iostream>
 
-#include "checkpoint.h"
 #include "device_trees.h"
-#include "layer_model.h"
-#include "mlp_program.h"
+#include "models/layer_model.h"
+#include "models/model.h"
 #include "parity/common/digest.h"
 #include "parity/common/init_params.h"
 #include "parity/common/tensor_file.h"
@@ -17,7 +16,7 @@
 #include "pmap_engine/ops.h"
 #include "pmap_engine/random.h"
 #include "pmap_engine/random_ops.h"
-#include "scenario_programs.h"
+#include "programs/checkpoint.h"
 
 namespace parity::engine_trainer {
 namespace {
@@ -29,21 +28,14 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Each dropout site's rate by its path, the names the step's draws carry.
-std::map<std::string, double> dropout_rates(const ModelSpec& model) {
-  std::map<std::string, double> rates;
-  for (const DropoutSite& site : dropout_sites(model)) rates.emplace(site.path, site.rate);
-  return rates;
-}
-
 // Pitfall P4 as 000 §4.4 describes it: every device initialises its own parameters, from
 // fold_in(PRNGKey(seed), device), instead of one initialisation broadcast to all.
 pe::Tree initialise_per_device(const CaseSpec& spec, int64_t num_devices, pe::DType dtype) {
   const pr::Key key = pr::prng_key(static_cast<int64_t>(spec.init.seed));
   std::vector<pe::Tree> per_device;
   for (int64_t d = 0; d < num_devices; ++d) {
-    per_device.push_back(cases::cast_tree(
-        cases::params_from_tensors(init_mlp_params_from_key(
+    per_device.push_back(cast_tree(
+        params_from_tensors(init_mlp_params_from_key(
             spec.model.widths, pr::fold_in(key, static_cast<uint32_t>(d)), spec.init.scale)),
         dtype));
   }
@@ -52,41 +44,37 @@ pe::Tree initialise_per_device(const CaseSpec& spec, int64_t num_devices, pe::DT
 
 }  // namespace
 
-EngineTrainer::EngineTrainer(const CaseSpec& spec, const EngineOptions& options,
-                             const EngineProgram& program, const ProcessSession& process,
-                             Clock::time_point run_start)
-    : spec_(spec),
+EngineTrainer::EngineTrainer(const EngineRunPlan& plan, const EngineOptions& options,
+                             const ProcessSession& process, Clock::time_point run_start)
+    : plan_(plan),
+      spec_(plan.step.spec),
+      signature_(plan.step.signature),
       options_(options),
-      program_(program),
       process_(process),
       run_start_(run_start),
-      num_devices_(spec.parallel.replicas),
-      train_(load_case_dataset(spec, "train")),
-      checkpoint_step_(cases::resume_step(spec, program_)),
-      has_model_state_(!spec.model.layers.empty()),
-      dropout_rates_(dropout_rates(spec.model)),
-      dropout_keys_(spec.rng) {
+      num_devices_(spec_.parallel.replicas),
+      train_(load_case_dataset(spec_, "train")),
+      dropout_keys_(spec_.rng) {
+  const CaseSpec& spec = spec_;
   const int64_t local_devices = num_devices_ / process.count();
-  placement_.emplace(spec, train_.num_samples, num_devices_, process.index() * local_devices,
-                     local_devices, options.step,
-                     cases::processes_reading_everything(spec, program_));
-  pe::Tree initial = cases::params_from_tensors(read_safetensors(options.init_file).tensors,
-                                                cases::name_separator(spec.model));
-  if (options.step.float64) initial = cases::cast_tree(initial, pe::DType::f64);
-  const pe::Tree initial_state = step_optimizer(spec).init(initial);
+  placement_.emplace(plan.step, train_.num_samples, num_devices_, process.index() * local_devices,
+                     local_devices, plan.readers);
+  pe::Tree initial =
+      params_from_tensors(read_safetensors(options.init_file).tensors, plan.step.name_separator);
+  if (options.step.float64) initial = cast_tree(initial, pe::DType::f64);
+  const pe::Tree initial_state = plan.step.optimizer.init(initial);
   // The step's layout: a copy per device on a leading axis (jax.device_put_replicated), or one
   // value (pmap's in_axes=None; jit's global arrays, which its shardings place).
   const bool stacked = layout().stacked_state;
-  if (has_model_state_) {
-    const pe::Tree stats =
-        cases::initial_batch_stats(spec.model, initial.leaves().front().dtype());
+  if (signature_.has_model_state()) {
+    const pe::Tree stats = initial_batch_stats(spec.model, initial.leaves().front().dtype());
     batch_stats_ = stacked ? replicate(stats, local_devices) : stats;
   }
   if (!stacked) {
     params_ = initial;
     opt_state_ = initial_state;
   } else {
-    params_ = program_.initialises_per_device
+    params_ = plan.step.program.initialises_per_device
                   ? initialise_per_device(spec, num_devices_, initial.leaves().front().dtype())
                   : replicate(initial, local_devices);
     opt_state_ = replicate(initial_state, local_devices);
@@ -107,15 +95,15 @@ pe::Tree EngineTrainer::device_batch_stats(int64_t d) const {
   return layout().stacked_state ? device_slice(batch_stats_, d) : batch_stats_;
 }
 
-std::vector<pe::Tree> EngineTrainer::step_arguments(const StepInputs& batch, int64_t step) {
+StepArguments EngineTrainer::step_arguments(const StepInputs& batch, int64_t step) {
   // A jit takes the global batch: device d's samples are its block d.
   const bool global = layout().global_batch;
-  std::vector<pe::Tree> args = {params_, opt_state_,
-                                global ? merge_device_axis(batch.inputs) : batch.inputs,
-                                global ? merge_device_axis(batch.targets) : batch.targets};
-  if (has_model_state_) args.push_back(batch_stats_);
-  if (!dropout_rates_.empty()) args.emplace_back(next_dropout_key(step));
-  return args;
+  return {params_,
+          opt_state_,
+          global ? merge_device_axis(batch.inputs) : batch.inputs,
+          global ? merge_device_axis(batch.targets) : batch.targets,
+          batch_stats_,
+          signature_.has_dropout() ? pe::Tree(next_dropout_key(step)) : pe::Tree()};
 }
 
 // The step's dropout key (DropoutKeys::next_step_key); with rng.per_device = "split" the
@@ -129,15 +117,16 @@ pe::Array EngineTrainer::next_dropout_key(int64_t step) {
 // Each site's key and mask on every device, from the step's (key, keep) outputs.
 std::vector<MaskDraw> EngineTrainer::dropout_draws(int64_t step, const pe::Tree& draws) const {
   std::vector<MaskDraw> recorded;
-  for (const auto& [site, draw] : draws.entries()) {
-    const std::vector<int64_t> keys = draw[0].leaf().to_ints();
-    const std::vector<int64_t> keep = draw[1].leaf().to_ints();
+  for (const auto& [site, site_draw] : draws.entries()) {
+    const DropoutDraw draw = StepSignature::dropout_draw(site_draw);
+    const std::vector<int64_t> keys = draw.key.to_ints();
+    const std::vector<int64_t> keep = draw.keep.to_ints();
     const size_t per_device = keep.size() / static_cast<size_t>(num_devices_);
     for (int64_t d = 0; d < num_devices_; ++d) {
       const auto begin = keep.begin() + static_cast<std::ptrdiff_t>(per_device * static_cast<size_t>(d));
       const std::vector<uint8_t> mask(begin, begin + static_cast<std::ptrdiff_t>(per_device));
       const auto word = [&](size_t i) { return static_cast<uint32_t>(keys[2 * static_cast<size_t>(d) + i]); };
-      recorded.push_back(summarise_mask(step, d, site, dropout_rates_.at(site), mask,
+      recorded.push_back(summarise_mask(step, d, site, plan_.dropout_rates.at(site), mask,
                                         RngKeyWords{word(0), word(1)}));
     }
   }
@@ -148,30 +137,30 @@ ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
   recorder_.emplace(spec_, writer, "device");
   const double setup_seconds = seconds_since(run_start_);
   for (int64_t step = 0; step < spec_.train.steps; ++step) {
-    if (checkpoint_step_ == step) resume_from_checkpoint(step);
+    if (plan_.resume_step == step) resume_from_checkpoint(step);
     const StepInputs batch =
         step_inputs(train_, *placement_, step, spec_.train.grad_accum_steps, options_.step.float64);
     // Before the step: it donates the parameters and the batch statistics it reads.
     record_intermediates(step, batch);
     // The step's time is the mapped train_step's: what a JAX user's step costs. Gathering the
     // metrics and recording tensors are the harness's own work and stay outside it.
-    std::vector<pe::Tree> args = step_arguments(batch, step);
+    const std::vector<pe::Tree> args = signature_.arguments(step_arguments(batch, step));
     const auto start = Clock::now();
-    const pe::Tree out = placement_->step(args);
+    const StepResults out = signature_.results(placement_->step(args));
     step_seconds_.push_back(seconds_since(start));
-    params_ = out[0];
-    opt_state_ = out[1];
-    if (has_model_state_) batch_stats_ = out[4];
-    StepRecord record = reduce_metrics(step, batch, out);
-    if (!dropout_rates_.empty() && recorder_->writes()) {
-      record.rng_draws = dropout_draws(step, out[5]);
+    params_ = out.params;
+    opt_state_ = out.opt_state;
+    if (signature_.has_model_state()) batch_stats_ = out.model_state;
+    StepRecord record = reduce_metrics(step, batch, out.loss);
+    if (signature_.has_dropout() && recorder_->writes()) {
+      record.rng_draws = dropout_draws(step, out.dropout_draws);
     }
     global_loss_ = record.loss;
     recorder_->check_losses_finite(record);
     // Every process takes part in the digest exchange; only process 0 records.
     const std::vector<uint64_t> digests =
         recorder_->records_tensors(step) ? replica_param_digests() : std::vector<uint64_t>{};
-    record_step(record, out[3], digests);
+    record_step(record, out.grads, digests);
     report_progress(step, record.loss);
   }
   return finish(setup_seconds);
@@ -182,13 +171,12 @@ ProducerSummary EngineTrainer::run(RunDirWriter* writer) {
 void EngineTrainer::resume_from_checkpoint(int64_t step) {
   const std::filesystem::path file =
       options_.out_dir / "checkpoint" / fmt::format("step_{:06d}.safetensors", step);
-  cases::save_checkpoint(file, {step, num_devices_, device_params(0), device_opt_state(0)});
+  save_checkpoint(file, {step, num_devices_, device_params(0), device_opt_state(0)});
   peak_bytes_per_device_ = placement_->step.last_execution().peak_bytes_per_device;
   compile_count_ += placement_->step.cache_stats().misses;
-  const cases::Checkpoint restored =
-      cases::load_checkpoint(file, device_params(0), device_opt_state(0));
+  const Checkpoint restored = load_checkpoint(file, device_params(0), device_opt_state(0));
   num_devices_ = restored.device_count / 2;
-  placement_.emplace(spec_, train_.num_samples, num_devices_, 0, num_devices_, options_.step);
+  placement_.emplace(plan_.step, train_.num_samples, num_devices_, 0, num_devices_);
   params_ = replicate(restored.params, num_devices_);
   opt_state_ = replicate(restored.opt_state, num_devices_);
 }
@@ -196,16 +184,16 @@ void EngineTrainer::resume_from_checkpoint(int64_t step) {
 // Every device's loss, gathered from every process, and the global mean over their samples; a
 // jit's one loss is the global mean itself (no replica has a loss of its own).
 StepRecord EngineTrainer::reduce_metrics(int64_t step, const StepInputs& batch,
-                                         const pe::Tree& out) const {
+                                         const pe::Tree& step_loss) const {
   StepRecord record;
   record.step = step;
   if (layout().per_device_results) {
-    record.replica_losses = gather_across_processes(batch.device_losses(out[2]));
+    record.replica_losses = gather_across_processes(batch.device_losses(step_loss));
     double loss_sum = 0;
     for (double loss : record.replica_losses) loss_sum += loss * batch.samples_per_device;
     record.loss = loss_sum / (batch.samples_per_device * static_cast<double>(num_devices_));
   } else {
-    record.loss = batch.device_losses(out[2]).front();
+    record.loss = batch.device_losses(step_loss).front();
   }
   record.step_seconds = step_seconds_.back();
   record.global_sample_ids = batch.global_sample_ids;
@@ -219,8 +207,8 @@ std::vector<uint64_t> EngineTrainer::replica_param_digests() const {
   std::vector<uint64_t> local;
   const int64_t copies = layout().per_device_results ? placement_->local_devices : 1;
   for (int64_t d = 0; d < copies; ++d) {
-    local.push_back(digest_named_tensors(
-        cases::tensors_from_params(device_params(d), cases::name_separator(spec_.model))));
+    local.push_back(
+        digest_named_tensors(tensors_from_params(device_params(d), plan_.step.name_separator)));
   }
   return gather_across_processes(local);
 }
@@ -228,25 +216,24 @@ std::vector<uint64_t> EngineTrainer::replica_param_digests() const {
 void EngineTrainer::record_step(StepRecord& record, const pe::Tree& step_grads,
                                 const std::vector<uint64_t>& digests) const {
   if (!recorder_->writes()) return;
-  // A clipping step returns (applied, reduced) (train_step.cpp, GradientPath): the tensors are
-  // the applied gradients, the norm the reduced ones', as ddp_ref records them.
-  const bool clips = spec_.train.clip_grad_norm > 0;
+  // The tensors are the applied gradients, the norm the reduced ones', as ddp_ref records them
+  // (they differ when the step clips: StepSignature::returned_grads).
   const auto device_0 = [&](const pe::Tree& tree) {
     return layout().per_device_results ? device_slice(tree, 0) : tree;
   };
-  const pe::Tree grads = device_0(clips ? step_grads[0] : step_grads);
+  const pe::Tree grads = device_0(signature_.applied_grads(step_grads));
   const pe::Tree params = device_params(0);
-  record.grad_norm = global_l2_norm(clips ? device_0(step_grads[1]) : grads);
+  record.grad_norm = global_l2_norm(
+      signature_.clips() ? device_0(signature_.reduced_grads(step_grads)) : grads);
   record.param_norm = global_l2_norm(params);
   recorder_->record_step(record);
   if (recorder_->records_tensors(record.step)) {
-    const std::string separator = cases::name_separator(spec_.model);
-    const NamedTensors batch_stats =
-        has_model_state_ ? cases::tensors_from_params(device_batch_stats(0), separator)
-                         : NamedTensors{};
-    recorder_->record_tensors(record.step, cases::tensors_from_params(grads, separator),
-                              cases::tensors_from_params(params, separator), batch_stats,
-                              digests);
+    const std::string& separator = plan_.step.name_separator;
+    const NamedTensors batch_stats = signature_.has_model_state()
+                                         ? tensors_from_params(device_batch_stats(0), separator)
+                                         : NamedTensors{};
+    recorder_->record_tensors(record.step, tensors_from_params(grads, separator),
+                              tensors_from_params(params, separator), batch_stats, digests);
   }
 }
 
@@ -254,12 +241,12 @@ void EngineTrainer::record_step(StepRecord& record, const pe::Tree& step_grads,
 // and batch statistics the step starts from: one eager forward, outside the step's time.
 void EngineTrainer::record_intermediates(int64_t step, const StepInputs& batch) const {
   if (!recorder_->records_intermediates(step)) return;
-  const pe::Tree& inputs = spec_.train.grad_accum_steps == 1 ? batch.inputs : batch.inputs[0];
-  const cases::LayerIntermediates captured = cases::layer_model_intermediates(
-      spec_.model, device_params(0), device_batch_stats(0), device_slice(inputs, 0).leaf());
+  const LayerIntermediates captured =
+      layer_model_intermediates(spec_.model, device_params(0), device_batch_stats(0),
+                                device_slice(batch.first_micro_batch_inputs(), 0).leaf());
   NamedTensors outputs;
-  for (const auto& [path, output] : captured.outputs) outputs.emplace(path, cases::to_host(output));
-  recorder_->record_intermediates(step, cases::to_host(captured.input), outputs);
+  for (const auto& [path, output] : captured.outputs) outputs.emplace(path, to_host(output));
+  recorder_->record_intermediates(step, to_host(captured.input), outputs);
 }
 
 void EngineTrainer::report_progress(int64_t step, double loss) const {
@@ -321,14 +308,13 @@ MemoryReport EngineTrainer::memory_report(const std::vector<double>& peaks) cons
 // a time, as a Flax user's eval loop goes through the test set (a CNN's activations for all of
 // it at once would take gigabytes).
 pe::Array EngineTrainer::test_outputs(const pe::Tree& params, const pe::Array& x) const {
-  if (!has_model_state_) return cases::mlp_forward(spec_.model, params, x);
+  if (!signature_.has_model_state()) return mlp_forward(spec_.model, params, x);
   constexpr int64_t kEvalBatch = 1000;
   const ModelSpec model = spec_.model;
   const pe::Jitted eval_step = pe::jit(
       [model](const std::vector<pe::Tree>& args) {
         return pe::Tree(
-            cases::layer_model_apply(model, args[0], args[1], args[2].leaf(), /*train=*/false)
-                .outputs);
+            layer_model_apply(model, args[0], args[1], args[2].leaf(), /*train=*/false).outputs);
       },
       {}, "eval_step");
   const pe::Tree batch_stats = device_batch_stats(0);

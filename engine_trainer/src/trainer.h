@@ -11,7 +11,6 @@
 
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
-#include "parity/common/engine_programs.h"
 #include "parity/common/dropout_streams.h"
 #include "parity/common/rng_streams.h"
 #include "parity/common/run_dir.h"
@@ -19,14 +18,16 @@
 #include "parity/engine_trainer/engine_trainer.h"
 #include "process_session.h"
 #include "step_inputs.h"
+#include "step_plan.h"
+#include "step_signature.h"
 
 namespace parity::engine_trainer {
 
 class EngineTrainer {
  public:
   // Reads the init file and the training data and compiles the step for this process's
-  // devices; writes nothing. `program` is options.step.program's entry.
-  EngineTrainer(const CaseSpec& spec, const EngineOptions& options, const EngineProgram& program,
+  // devices; writes nothing. `plan` is the case's, for options.step.
+  EngineTrainer(const EngineRunPlan& plan, const EngineOptions& options,
                 const ProcessSession& process, std::chrono::steady_clock::time_point run_start);
 
   // Trains to the end. `writer` is process 0's run directory (null elsewhere), owned by the
@@ -35,7 +36,7 @@ class EngineTrainer {
 
  private:
   void resume_from_checkpoint(int64_t step);
-  StepRecord reduce_metrics(int64_t step, const StepInputs& batch, const pe::Tree& out) const;
+  StepRecord reduce_metrics(int64_t step, const StepInputs& batch, const pe::Tree& step_loss) const;
   std::vector<uint64_t> replica_param_digests() const;
   void record_step(StepRecord& record, const pe::Tree& step_grads,
                    const std::vector<uint64_t>& digests) const;
@@ -50,20 +51,20 @@ class EngineTrainer {
   pe::Tree device_opt_state(int64_t d) const;
   pe::Tree device_batch_stats(int64_t d) const;
   MemoryReport memory_report(const std::vector<double>& peaks) const;
-  std::vector<pe::Tree> step_arguments(const StepInputs& batch, int64_t step);
+  StepArguments step_arguments(const StepInputs& batch, int64_t step);
   pe::Array next_dropout_key(int64_t step);
   std::vector<MaskDraw> dropout_draws(int64_t step, const pe::Tree& draws) const;
 
+  const EngineRunPlan& plan_;
   const CaseSpec& spec_;
+  const StepSignature& signature_;
   const EngineOptions& options_;
-  const EngineProgram& program_;
   const ProcessSession& process_;
   std::optional<StepRecorder> recorder_;  // from run() on
   std::chrono::steady_clock::time_point run_start_;
   int64_t num_devices_;  // every process's; halved by a checkpoint resume (S10)
   Dataset train_;
   std::optional<Placement> placement_;
-  std::optional<int64_t> checkpoint_step_;
   // In the step's layout (StepLayout::stacked_state): every leaf with the device axis, as
   // jax.device_put_replicated makes it, or one tree (params broadcast with in_axes=None; a
   // jit's global arrays).
@@ -71,10 +72,8 @@ class EngineTrainer {
   pe::Tree opt_state_;
   // A layers model's BatchNorm statistics, per device (they drift apart unless a BatchNorm
   // syncs them); widths models have no model state.
-  const bool has_model_state_;
   pe::Tree batch_stats_;
-  // A model with dropout: the sites' rates and the step keys.
-  const std::map<std::string, double> dropout_rates_;
+  // A model with dropout: the step keys.
   DropoutKeys dropout_keys_;
   std::vector<double> step_seconds_;
   int64_t peak_bytes_per_device_ = 0;  // of the placements before the current one

@@ -20,7 +20,7 @@
 #include "parity/reports/reports.h"
 #include "test_files.h"
 
-namespace parity::cases {
+namespace parity::engine_trainer {
 namespace {
 
 namespace fs = std::filesystem;
@@ -123,4 +123,4 @@ TEST(JitStyleRun, FsdpRunMatchesDdpAndRecordsWhatEachDeviceHolds) {
 }
 
 }  // namespace
-}  // namespace parity::cases
+}  // namespace parity::engine_trainer

@@ -17,7 +17,7 @@
 #include "parity/engine_trainer/engine_trainer.h"
 #include "tensor_compare.h"
 
-namespace parity::cases {
+namespace parity::engine_trainer {
 namespace {
 
 const std::vector<std::string> kOverrides = {"train.steps=200", "parallel.replicas=8",
@@ -129,4 +129,4 @@ TEST(PmapVsDdp, PsumGivesEightTimesPmeanAndRunsRepeatBitForBit) {
 }
 
 }  // namespace
-}  // namespace parity::cases
+}  // namespace parity::engine_trainer

@@ -3,6 +3,8 @@
 // runs_under_shard_map, or jax.jit with shardings (parallel.style jit-dp, jit-fsdp). pmap and
 // shard_map take and return make_pmap_train_step's layout, every argument and result with a
 // leading device axis; jit takes and returns global values (StepLayout says which).
+// MappedTrainStep is the one interface of the three: src/shard_map_train_step.h and
+// src/jit_train_step.h hold only what their steps add (the layout conversion, the shardings).
 #pragma once
 
 #include <cstdint>
