@@ -18,7 +18,7 @@ namespace parity::cli {
 void add_comparison_options(CLI::App* command, ComparisonArguments& arguments) {
   command
       ->add_option("--loss-rtol", arguments.loss_rtol,
-                   "relative tolerance of the loss curve (default by dtype; README)")
+                   "relative tolerance of the loss curve (default by dtype; docs/comparing.md)")
       ->check(non_negative_number());
   command->add_option("--loss-atol", arguments.loss_atol, "absolute tolerance of the loss curve")
       ->check(non_negative_number());

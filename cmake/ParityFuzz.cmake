@@ -1,5 +1,5 @@
 # The libFuzzer build (PARITY_FUZZ=ON, `make fuzz`, fuzz/): only the libraries that parse outside
-# input (parity_common, parity_interop and the PRNG they link), instrumented for libFuzzer with
+# input (common/'s libraries, parity_interop and the PRNG they link), instrumented for libFuzzer with
 # AddressSanitizer and UndefinedBehaviorSanitizer, plus one fuzz target per parser. LibTorch,
 # the engine, ddp_ref, the CLI, the tests and the benchmarks are left out: clang with sanitizers
 # would make them slow to build and none of them reads a file a user hands in.
@@ -20,7 +20,7 @@ add_compile_options(
   # ParityWarnings.cmake's set is GCC's (-Wshadow=local); clang need not know every option.
   -Wno-unknown-warning-option)
 
-# The dependencies of parity_common and parity_interop only (cmake/ParityDependencies.cmake
+# The dependencies of common/'s libraries and parity_interop only (cmake/ParityDependencies.cmake
 # finds them, and LibTorch, Gloo and OpenBLAS, for the full build).
 foreach(_parity_package nlohmann_json tomlplusplus fmt ZLIB Threads)
   find_package(${_parity_package} QUIET)
@@ -42,10 +42,6 @@ if(NOT NETTLE_FOUND)
   message(FATAL_ERROR "parity: nettle not found through pkg-config; run scripts/install-deps.sh.")
 endif()
 
-# pmap_engine_random (JAX's threefry PRNG; common/ links it for initial parameters) without the
+# pmap_engine_random (JAX's threefry PRNG and the modelled release; common/ links it) without the
 # rest of pmap_engine/CMakeLists.txt, which needs OpenBLAS and Gloo.
-file(GLOB _parity_random_sources CONFIGURE_DEPENDS
-  "${PROJECT_SOURCE_DIR}/pmap_engine/src/random/*.cpp")
-add_library(pmap_engine_random ${_parity_random_sources})
-target_include_directories(pmap_engine_random PUBLIC "${PROJECT_SOURCE_DIR}/pmap_engine/include")
-target_link_libraries(pmap_engine_random PUBLIC parity_warnings)
+include("${PROJECT_SOURCE_DIR}/pmap_engine/random_library.cmake")

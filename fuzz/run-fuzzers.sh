@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs each fuzz target of a PARITY_FUZZ build for a fixed time, one after the other (the
 # 2-core machines parity targets have no room for more), and fails when any target finds
-# something. Used by `make fuzz`; the README ("Fuzzing") says how to read what it leaves.
+# something. Used by `make fuzz`; docs/faults.md ("Fuzzing") says how to read what it leaves.
 #
 #   fuzz/run-fuzzers.sh BUILD_DIR SECONDS [TARGET ...]    (default: every target built)
 #
@@ -72,7 +72,7 @@ for target in "${targets[@]}"; do
 done
 
 if [ "${#failed[@]}" -ne 0 ]; then
-  echo "fuzz: findings in ${failed[*]}; keep each input as a regression test (README, Fuzzing)" >&2
+  echo "fuzz: findings in ${failed[*]}; keep each input as a regression test (docs/faults.md, Fuzzing)" >&2
   exit 1
 fi
 echo "fuzz: ${#targets[@]} targets ran ${seconds} s each without a finding"

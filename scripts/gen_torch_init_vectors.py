@@ -29,7 +29,7 @@ Values go to the canonical names and Flax's layouts (docs/model-layers.md): Line
 to (E, E) and reshaped to the query, key and value kernels (E, H, E/H), in_proj_bias -> three
 (H, E/H) biases, out_proj.weight (E, E) transposed and reshaped to the out kernel (H, E/H, E).
 
-Each tensor is written as its shape, the 64-bit FNV-1a (common/include/parity/common/digest.h)
+Each tensor is written as its shape, the 64-bit FNV-1a (common/base/include/parity/common/digest.h)
 of its float32 values' little-endian bytes in the canonical layout, and its first values: the
 digest checks every bit of ~320,000 values without storing them (about 1.3 MB of random floats),
 the first values show how a mismatch starts.

@@ -61,7 +61,7 @@ struct NormRatio {
 
 // The first layer output, in forward order, whose values differ between the runs beyond the
 // tensor tolerance at the first step both recorded layer outputs (layer_outputs_check.cpp;
-// README "Run directory"), with what tells its cause: whether what it read agreed, and how the
+// docs/run-dir-format.md), with what tells its cause: whether what it read agreed, and how the
 // two outputs relate. Both outputs: read_step_intermediates(run.dir, step), tensor
 // kIntermediatesGroup + path.
 struct DivergingLayer {

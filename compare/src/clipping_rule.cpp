@@ -3,7 +3,7 @@
 // pmap port that applies optax.clip_by_global_norm inside the mapped step before lax.pmean
 // clips each device's gradient by its own norm, and averages after.
 //
-// What the runs record (README "Run directory"): grad_norm, the norm of the averaged gradient
+// What the runs record (docs/run-dir-format.md): grad_norm, the norm of the averaged gradient
 // before clipping, and grads/, the gradient the optimizer applied. Clipping the mean scales it:
 // the applied gradient keeps its direction. Clipping each device's own gradient does not: the
 // mean of the clipped gradients points elsewhere, and is shorter, each device's gradient being

@@ -59,7 +59,7 @@ struct TensorScan {
   std::map<int64_t, std::vector<uint64_t>> digests_a, digests_b;
 };
 
-// The file read_step_tensors reads for `step`, for messages (README "Run directory").
+// The file read_step_tensors reads for `step`, for messages (docs/run-dir-format.md).
 std::string tensor_file(const RunDir& run, int64_t step);
 // A recorded tensor's values; InputError naming `file` and `name` unless it is F32 or F64.
 std::vector<double> recorded_values(const HostTensor& tensor, const std::string& name,

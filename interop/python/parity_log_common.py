@@ -3,7 +3,7 @@
 parity_torch_log (PyTorch) and parity_jax_log (JAX/Flax) both write, under one log directory:
 
     metrics.jsonl                     one JSON object per optimizer step, in the run directory's
-                                      StepMetrics format (common/include/parity/common/run_dir.h):
+                                      StepMetrics format (common/run_dir/include/parity/common/run_dir.h):
                                       step, loss, replica_losses, grad_norm, param_norm, lr,
                                       step_seconds, samples_digest and, when the script passes
                                       the step's global sample ids, samples_set_digest and
@@ -15,7 +15,7 @@ parity_torch_log (PyTorch) and parity_jax_log (JAX/Flax) both write, under one l
                                       records them
     rng.jsonl                         with log_dropout: one line per step, replica and dropout
                                       site, in the run directory's format
-                                      (common/include/parity/common/rng_streams.h): the keep
+                                      (common/run_dir/include/parity/common/rng_streams.h): the keep
                                       mask's size, kept count, digest and first 4,096 bits, the
                                       drop rate and, where the mask came from a jax.random key,
                                       the key's words
@@ -36,7 +36,7 @@ import struct
 
 import numpy as np
 
-# 64-bit FNV-1a as common/src/digest.cpp computes it: for each byte, state ^= byte, then
+# 64-bit FNV-1a as common/base/src/digest.cpp computes it: for each byte, state ^= byte, then
 # state *= prime, modulo 2^64. Published parameters: http://www.isthe.com/chongo/tech/comp/fnv/
 FNV64_OFFSET_BASIS = 14695981039346656037
 FNV64_PRIME = 1099511628211
@@ -80,13 +80,13 @@ def count_duplicates(sample_ids):
 
 # ---- dropout masks (rng.jsonl) -----------------------------------------------------------------
 
-# kMaskPrefixBits of common/include/parity/common/rng_streams.h: how many of a mask's first
+# kMaskPrefixBits of common/run_dir/include/parity/common/rng_streams.h: how many of a mask's first
 # elements the line carries as bits, what compare measures replica agreement on.
 MASK_PREFIX_BITS = 4096
 
 
 def summarise_mask(keep):
-    """summarise_mask of common/src/rng_streams.cpp: the mask (nonzero = kept) as one byte per
+    """summarise_mask of common/run_dir/src/rng_streams.cpp: the mask (nonzero = kept) as one byte per
     element, 1 kept, 0 dropped, in row-major order; its size, kept count, FNV-1a 64 digest of
     those bytes (16 hex digits) and its first MASK_PREFIX_BITS elements packed eight per byte,
     the first element in the lowest bit, as hex."""
@@ -147,7 +147,7 @@ def json_number(value):
 # Format (huggingface/safetensors README): an 8-byte little-endian u64 N, N bytes of JSON
 # mapping each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets into the
 # data that follows) plus an optional "__metadata__" string-to-string map, then the data. The
-# tensors must tile the data exactly (common/src/safetensors.cpp refuses holes and overlaps),
+# tensors must tile the data exactly (common/tensors/src/safetensors.cpp refuses holes and overlaps),
 # little-endian, row-major.
 
 _SAFETENSORS_DTYPES = {

@@ -3,7 +3,7 @@
 namespace parity::interop {
 namespace {
 
-// flax.linen's class names (the auto-names' stem; common/src/model_layers.cpp, ModuleNamer) ->
+// flax.linen's class names (the auto-names' stem; common/case/src/model_layers.cpp, ModuleNamer) ->
 // the kinds param_names.cpp gives modules.
 const std::map<std::string, std::string> kKindOfFlaxClass = {
     {"Dense", "dense"},

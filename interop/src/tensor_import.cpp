@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 constexpr const char* kParamsGroup = "params";
 constexpr const char* kGradsGroup = "grads";
 constexpr const char* kBatchStatsGroup = "batch_stats";  // BatchNorm's running statistics
-// Run directories' per-replica parameter digests (README "Run directory"): not a tensor of
+// Run directories' per-replica parameter digests (docs/run-dir-format.md): not a tensor of
 // the model, set aside when a file's groups are read from its prefixes.
 constexpr const char* kBookkeepingGroup = "replicas";
 constexpr const char* kImportedTensorsProducer = "import:tensors";

@@ -17,7 +17,7 @@
 // Statuses and verdicts are the words of result.h ("pass", "not recorded", "not equivalent").
 // JSON has no NaN or infinity, and a diverging run is exactly what a report must keep: a
 // non-finite number is written as the string "NaN", "Infinity" or "-Infinity", the convention
-// of run directories (common/src/run_dir.cpp) and of JavaScript and Python's json module.
+// of run directories (common/run_dir/src/run_json.cpp) and of JavaScript and Python's json module.
 // Strings are written as given, except that invalid UTF-8 (which JSON cannot carry) is
 // replaced; JSON escaping itself is nlohmann's.
 #include <cmath>

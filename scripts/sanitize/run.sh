@@ -3,7 +3,7 @@
 # cmake/ParitySanitize.cmake): any ASan, UBSan or LeakSanitizer report stops the process with
 # SIGABRT. Every instrumented process it starts inherits them: ctest, the test executables, and
 # the `parity` and worker executables that tests start as child processes.
-#   scripts/sanitize/run.sh build-sanitize/tests/common/parity_common_tests --gtest_filter='Npy*'
+#   scripts/sanitize/run.sh build-sanitize/tests/common/common_tests --gtest_filter='Npy*'
 # With SANITIZER_LOG_DIR set, ASan's and LeakSanitizer's reports are written to files there
 # (asan.EXE.PID) instead of stderr, so that none is lost when a test swallows a child's stderr or
 # expects a child to fail; scripts/sanitize/ctest.sh then fails on any file there. GCC 12's UBSan

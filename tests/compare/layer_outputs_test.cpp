@@ -114,7 +114,7 @@ TEST(LayerOutputs, CnnFmnistProducersRecordTheSameOutputsAndPartAtTheFirstBatchN
   // Two f32 evaluations of a 9-term dot product differ by at most 2 gamma_9 sum|x_k w_k|
   // (Higham §3.1, gamma_n = n u / (1 - n u), u = 2^-24), pixels in [0, 1], and flax's
   // lecun_normal kernel truncated at 2 standard deviations of sqrt(1 / 9) / .8796
-  // (common/src/flax_init.cpp): |w| < 0.758, so sum|x_k w_k| < 9 x 0.758.
+  // (common/data/src/flax_init.cpp): |w| < 0.758, so sum|x_k w_k| < 9 x 0.758.
   const double u = std::ldexp(1.0, -24);
   const double gamma_9 = 9 * u / (1 - 9 * u);
   EXPECT_LE(figure(check, "input_max_abs_error"), 2 * gamma_9 * 9 * 0.758);

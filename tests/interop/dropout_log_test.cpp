@@ -1,7 +1,7 @@
 // The Python helpers' log_dropout (interop/python): the rng.jsonl lines they write for a keep
 // mask go through `parity import metrics` into the run directory, where parity's C++ reader reads
 // back the size, kept count, digest and prefix that parity's C++ summarise_mask
-// (common/src/rng_streams.cpp) gives for the same mask, and compare's RNG check judges them.
+// (common/run_dir/src/rng_streams.cpp) gives for the same mask, and compare's RNG check judges them.
 //
 // The masks come from a formula both sides compute (kept() below); the JAX helper runs with
 // NumPy arrays (JAX is not installable here) and logs keys derived in C++ by DropoutKeys for

@@ -160,7 +160,7 @@ class CaseChecker {
   }
 
   // What the producers' layer models do not train yet, refused here rather than when a run
-  // reaches them (cases/programs/layer_model.cpp, ddp_ref/src/layer_model.cpp).
+  // reaches them (engine_trainer/src/models/layer_model.cpp, ddp_ref/src/layer_model.cpp).
   void check_layers_trainable() {
     if (spec_.train.dtype != "f32") {
       fail(keys::kTrainDtype,

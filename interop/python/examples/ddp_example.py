@@ -2,7 +2,7 @@
 the Fashion-MNIST data, the optimizer, one rank's training loop and the launcher of the ranks.
 
 Each example gives its model (built and loaded from `parity init`'s file); everything else is
-what ddp_ref does (ddp_ref/src/trainer.cpp; common/src/fashion_mnist.cpp,
+what ddp_ref does (ddp_ref/src/trainer.cpp; common/data/src/fashion_mnist.cpp,
 distributed_sampler.cpp), so that the two runs train the same thing:
   - data: the Fashion-MNIST train split from the IDX .gz files, pixels as float32 p / 255
     (torchvision/transforms/functional.py, to_tensor: a float32 division by 255), labels as

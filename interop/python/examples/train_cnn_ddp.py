@@ -66,7 +66,7 @@ def batch_norm_settings(case):
 
 def flax_module_paths(layers, scope="", counters=None):
     """The case's modules with parameters, named and ordered as flax.linen creates them
-    (common/src/model_layers.cpp does the same): (kind, path)."""
+    (common/case/src/model_layers.cpp does the same): (kind, path)."""
     counters = {} if counters is None else counters
     classes = {"conv": "Conv", "batch_norm": "BatchNorm", "dense": "Dense",
                "layer_norm": "LayerNorm", "residual": "Residual", "dropout": "Dropout"}

@@ -85,7 +85,7 @@ ComparisonResult compare_run_dirs(const std::filesystem::path& a, const std::fil
 
 // The rules of the framework defaults (M1, M2, M4-M7, M9, M10: compare/src/default_rules.h),
 // each run on its own after the checks instead of the first match among all rules: the ids
-// whose fingerprint the pair shows. What the README's confusion table of the M cases is made from.
+// whose fingerprint the pair shows. What the confusion table (docs/catalogue.md) of the M cases is made from.
 std::vector<std::string> matching_default_rules(const RunDir& a, const RunDir& b,
                                                 const CompareOptions& options);
 

@@ -1,6 +1,6 @@
 // ddp_ref: the PyTorch DDP reference trainer. Runs a case with LibTorch and the real c10d
 // Reducer (the engine inside torch.nn.parallel.DistributedDataParallel) over a Gloo process
-// group, and writes a run directory (common/include/parity/common/run_dir.h).
+// group, and writes a run directory (common/run_dir/include/parity/common/run_dir.h).
 //
 // This header is free of LibTorch on purpose: LibTorch's headers are slow to compile and stay
 // inside ddp_ref/src.

@@ -1,6 +1,6 @@
 // What every import checks of a step number, whichever file or option it came from: a run
 // directory's steps are 0-based optimizer steps, and every one must be nameable as a tensor
-// file, step_NNNNNN.safetensors, whose digits common/src/run_dir.cpp's step_of_tensor_file
+// file, step_NNNNNN.safetensors, whose digits common/run_dir/src/recorded_tensors.cpp's step_of_tensor_file
 // reads back (up to 18 of them).
 #pragma once
 

@@ -168,8 +168,8 @@ struct ScenarioSpec {
   // "grad_norm_ratio.first = 8 ± 0.01": the verdict rests on them.
   std::vector<std::string> expect_figures;
   std::string missing;                        // not supported: which engine feature is missing
-  // The engine-side step, written as the document's snippet does it (cases/programs/
-  // scenario_programs.h lists them); "pmean" is the faithful data-parallel step.
+  // The engine-side step, written as the document's snippet does it (engine_trainer's
+  // parity/engine_trainer/scenario_programs.h lists them); "pmean" is the faithful data-parallel step.
   std::string engine_program = "pmean";
   // What the engine producer trains with on top of the case (and of its quick and command-line
   // overrides), as `section.key=value` overrides in --set's grammar: the port kept a Flax or

@@ -1,8 +1,8 @@
 // The engine programs a case may name (scenario.engine_program, parity pmap --program): one
 // table, each program's name spelled here once, with the traits that tell the engine trainer,
 // the case checker and the scenario runner what the program does. The programs themselves (the
-// step written the way a source document's snippet writes it) are in cases/programs/, which
-// dispatches on these traits, never on the names.
+// step written the way a source document's snippet writes it) are in engine_trainer/src/programs/,
+// which dispatches on these traits, never on the names.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // The layer outputs ("intermediates") both producers record for a layers model at the case's
-// first record step (README "Run directory": tensors/intermediates_NNNNNN.safetensors), and the
+// first record step (docs/run-dir-format.md: tensors/intermediates_NNNNNN.safetensors), and the
 // paths that name them. A Flax user gets them from model.apply(..., capture_intermediates=True)
 // (flax/linen/module.py, Module._call_wrapped_method: self.sow('intermediates', '__call__', y)
 // after each module's call), a PyTorch user from forward hooks

@@ -1,5 +1,5 @@
 // The run directory: the one contract between producers (ddp_ref, pmap_engine, importers) and
-// the comparison harness. Layout (docs/design.md, "Run directory"; README "Run directory"):
+// the comparison harness. Layout (docs/run-dir-format.md):
 //   run.json        RunInfo, schema versioned, rewritten atomically at start and at the end
 //   metrics.jsonl   one StepMetrics object per line, appended and flushed every step
 //   tensors/        step_NNNNNN.safetensors at the case's record steps; a layers model's layer
