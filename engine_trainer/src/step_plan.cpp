@@ -105,16 +105,15 @@ EngineStepPlan::EngineStepPlan(const CaseSpec& spec, const EngineStepOptions& op
       program(find_engine_program(options.program)),
       options(options),
       transform(step_transform(spec, program)),
-      has_model_state(!spec.model.layers.empty()),
-      has_dropout(engine_trainer::has_dropout(spec.model)),
       compute_dtype(options.float64 ? pe::DType::f64
                                     : engine_trainer::compute_dtype(spec.train.dtype)),
       name_separator(engine_trainer::name_separator(spec.model)),
-      signature(has_model_state, has_dropout, spec.train.clip_grad_norm > 0),
+      signature(/*has_model_state=*/!spec.model.layers.empty(),
+                engine_trainer::has_dropout(spec.model), spec.train.clip_grad_norm > 0),
       optimizer(step_optimizer(spec)) {
   require_program_trains_model(spec, program);
   loss_fn = case_loss_fn(spec.model, compute_dtype, !program.keeps_loss_in_compute_dtype);
-  gradients = mapped_gradients(program, loss_fn, has_model_state);
+  gradients = mapped_gradients(program, loss_fn, signature.has_model_state());
 }
 
 EngineRunPlan::EngineRunPlan(const CaseSpec& spec, const EngineStepOptions& options,

@@ -42,10 +42,10 @@ struct EngineStepPlan {
   const EngineProgram& program;
   EngineStepOptions options;
   StepTransform transform;
-  bool has_model_state;  // a layers model (widths models have no model state)
-  bool has_dropout;
   pe::DType compute_dtype;  // train.dtype's, or f64 for the float64 oracle
   std::string name_separator;
+  // Whether the step carries model state (a layers model) and dropout keys, and where each
+  // argument and result stands (signature.has_model_state(), has_dropout()).
   StepSignature signature;
   // The optimizer the step applies (step_optimizer).
   pe::optim::GradientTransformation optimizer;

@@ -155,7 +155,7 @@ pe::TreeFunction device_step_function(const EngineStepPlan& plan) {
 }
 
 pe::TreeFunction global_step_function(const EngineStepPlan& plan) {
-  if (plan.has_dropout) {
+  if (plan.signature.has_dropout()) {
     throw InternalError("case " + plan.spec.name +
                         ": a jit style with dropout passed case validation");
   }
@@ -163,8 +163,9 @@ pe::TreeFunction global_step_function(const EngineStepPlan& plan) {
   // reduce (the partitioner's collectives do what pmean does under pmap). The plan's program is
   // the faithful one (make_jit_train_step checks it): its loss cast back to the master dtype,
   // one update per step.
-  MappedGradients gradients{"", pe::value_and_grad(plan.loss_fn, {0}, plan.has_model_state),
-                            [](const pe::Tree& grads) { return grads; }};
+  MappedGradients gradients{
+      "", pe::value_and_grad(plan.loss_fn, {0}, plan.signature.has_model_state()),
+      [](const pe::Tree& grads) { return grads; }};
   return step_function(step_parts(plan, std::move(gradients)));
 }
 
@@ -182,7 +183,7 @@ pe::Pmapped make_pmap_train_step(const EngineStepPlan& plan, const pe::DeviceSet
     options.out_axes =
         signature.results<pe::AxisSpec>({whole, whole, mapped, mapped, mapped, mapped});
   }
-  if (plan.has_dropout) {
+  if (signature.has_dropout()) {
     // The step key goes to every device whole (in_axes=None) unless each device gets its row
     // of split(key, n).
     options.in_axes = signature.arguments<pe::AxisSpec>(
