@@ -69,4 +69,10 @@ add_library(parity::openblas INTERFACE IMPORTED GLOBAL)
 target_link_libraries(parity::openblas INTERFACE ${OpenBLAS_LIBRARIES})
 target_include_directories(parity::openblas SYSTEM INTERFACE ${OpenBLAS_INCLUDE_DIRS})
 
+# oneDNN 2.6.3, the version LibTorch 1.13 runs its CPU convolutions on: the engine's f32
+# convolutions and batched products (Debian's libdnnl-dev ships dnnl-config.cmake, DNNL::dnnl).
+parity_find_package(dnnl libdnnl-dev CONFIG)
+add_library(parity::dnnl INTERFACE IMPORTED GLOBAL)
+target_link_libraries(parity::dnnl INTERFACE DNNL::dnnl)
+
 include(ParityCuda)

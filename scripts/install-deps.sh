@@ -9,6 +9,7 @@ packages=(
   libtorch-dev                              # LibTorch 1.13: ddp_ref's models, autograd, c10d Reducer
   libgloo-dev                               # Gloo: the collectives under c10d::ProcessGroupGloo
   libopenblas-dev                           # BLAS for pmap_engine's CPU backend
+  libdnnl-dev                               # oneDNN: pmap_engine's convolutions and batched products
   nlohmann-json3-dev                        # JSON: run.json, metrics.jsonl, safetensors headers
   libtomlplusplus-dev                       # TOML case files
   libcli11-dev                              # the `parity` command line
