@@ -71,8 +71,11 @@ target_include_directories(parity::openblas SYSTEM INTERFACE ${OpenBLAS_INCLUDE_
 
 # oneDNN 2.6.3, the version LibTorch 1.13 runs its CPU convolutions on: the engine's f32
 # convolutions and batched products (Debian's libdnnl-dev ships dnnl-config.cmake, DNNL::dnnl).
+# Debian builds it on OpenMP, whose per-thread team size the engine sets around each call
+# (pmap_engine/src/ops/onednn_runtime.h): hence libgomp, linked by name (OpenMP::OpenMP_CXX would
+# also compile every engine source with -fopenmp, which none needs).
 parity_find_package(dnnl libdnnl-dev CONFIG)
 add_library(parity::dnnl INTERFACE IMPORTED GLOBAL)
-target_link_libraries(parity::dnnl INTERFACE DNNL::dnnl)
+target_link_libraries(parity::dnnl INTERFACE DNNL::dnnl gomp)
 
 include(ParityCuda)
