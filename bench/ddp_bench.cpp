@@ -8,16 +8,23 @@
 //   EnginePmapStep/W   the same step with pmap_engine: pmap over W devices, pmean of the
 //                      gradients, optax Adam, on the same samples per device. The suite ends
 //                      with a table of DDP time / engine time per W.
+//   DdpLayerStep/<case>, EngineLayerPmapStep/<case>
+//                      the same pair for the layers cases cnn-fmnist and vit-fmnist at their
+//                      own scale, 8 ranks (devices) x 32 images.
 // Each benchmark checks its result before it times anything and fails if it is wrong.
 // OpenBLAS (shared by LibTorch and the engine) is set to one thread before any benchmark runs;
 // the context and the summary name its kernel (openblas_get_corename) and OPENBLAS_CORETYPE.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <tuple>
 
 #include "blas_info.h"
+#include "case_model.h"
 #include "model.h"
 #include "parity/common/case_spec.h"
 #include "parity/common/dataset.h"
@@ -25,6 +32,7 @@
 #include "parity/engine_trainer/case_model.h"
 #include "parity/engine_trainer/engine_trainer.h"
 #include "pmap_engine/ops.h"
+#include "layer_step.h"
 #include "process_group.h"
 #include "rank_pool.h"
 #include "summary_main.h"
@@ -98,34 +106,42 @@ void report_samples_per_second(benchmark::State& state, int64_t samples_per_step
       static_cast<double>(samples_per_step * state.iterations()), benchmark::Counter::kIsRate);
 }
 
+// One rank's DDP state: its model (an Mlp holder or a case model, both shared handles), the
+// Reducer, the optimizer and its batch.
 struct RankState {
-  ddp_ref::Mlp model{nullptr};
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(const torch::Tensor&)> forward;
   std::unique_ptr<ddp_ref::DistributedDataParallel> ddp;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   torch::Tensor inputs;
   torch::Tensor labels;
 };
 
-void BM_DdpTrainStep(benchmark::State& state) {
-  torch::set_num_threads(1);
-  const int64_t world_size = state.range(0);
-  const int64_t per_rank_batch = 64;
-  static const Dataset train = load_fashion_mnist("train");
-  CaseSpec spec = load_case("mlp2-fmnist");
-  RankPool pool(world_size);
+// Times DDP train steps of `spec` on the pool's ranks, each rank's model made by `make_model`
+// (which returns the module and its forward) and fed `per_rank_batch` rows of `rows`/`labels`
+// at rank * per_rank_batch, as ddp_ref's launcher sets a rank up (one intra-op thread, the
+// same initial parameters on every rank). Checks first that a step leaves every replica
+// holding rank 0's parameters.
+void time_ddp_steps(
+    benchmark::State& state, const CaseSpec& spec, RankPool& pool,
+    const std::function<std::pair<std::shared_ptr<torch::nn::Module>,
+                                  std::function<torch::Tensor(const torch::Tensor&)>>()>&
+        make_model,
+    const std::vector<float>& rows, const std::vector<int64_t>& labels, int64_t per_rank_batch) {
   auto groups = make_groups(pool);
-  std::vector<RankState> ranks(world_size);
+  std::vector<RankState> ranks(pool.world_size());
   pool.run([&](int64_t rank) {
+    torch::set_num_threads(1);  // per thread: OpenMP keeps the team size per calling thread
     RankState& mine = ranks[rank];
-    mine.model = ddp_ref::Mlp(spec.model);
-    mine.ddp =
-        std::make_unique<ddp_ref::DistributedDataParallel>(mine.model->parameters(),
-                                                          mine.model->buffers(), groups[rank]);
-    mine.optimizer = ddp_ref::make_optimizer(spec.train, mine.model->parameters());
-    auto all_inputs = torch::from_blob(const_cast<float*>(train.features.data()),
-                                       {train.num_samples, train.feature_dim});
-    auto all_labels = torch::from_blob(const_cast<int64_t*>(train.labels.data()),
-                                       {train.num_samples}, torch::kInt64);
+    std::tie(mine.module, mine.forward) = make_model();
+    mine.ddp = std::make_unique<ddp_ref::DistributedDataParallel>(
+        mine.module->parameters(), mine.module->buffers(), groups[rank]);
+    mine.optimizer = ddp_ref::make_optimizer(spec.train, mine.module->parameters());
+    const int64_t feature_dim = static_cast<int64_t>(rows.size() / labels.size());
+    auto all_inputs = torch::from_blob(const_cast<float*>(rows.data()),
+                                       {static_cast<int64_t>(labels.size()), feature_dim});
+    auto all_labels = torch::from_blob(const_cast<int64_t*>(labels.data()),
+                                       {static_cast<int64_t>(labels.size())}, torch::kInt64);
     mine.inputs = all_inputs.narrow(0, rank * per_rank_batch, per_rank_batch).clone();
     mine.labels = all_labels.narrow(0, rank * per_rank_batch, per_rank_batch).clone();
   });
@@ -133,7 +149,7 @@ void BM_DdpTrainStep(benchmark::State& state) {
     RankState& mine = ranks[rank];
     mine.optimizer->zero_grad();
     mine.ddp->before_forward(true);
-    auto loss = ddp_ref::compute_loss(spec.model, mine.model->forward(mine.inputs), mine.labels);
+    auto loss = ddp_ref::compute_loss(spec.model, mine.forward(mine.inputs), mine.labels);
     mine.ddp->after_forward(true);
     loss.backward();
     mine.optimizer->step();
@@ -141,9 +157,9 @@ void BM_DdpTrainStep(benchmark::State& state) {
 
   // Correctness first: after a step on different data, every replica holds rank 0's values.
   pool.run(step);
-  for (int64_t rank = 1; rank < world_size; ++rank) {
-    auto mine = ranks[rank].model->parameters();
-    auto first = ranks[0].model->parameters();
+  for (int64_t rank = 1; rank < pool.world_size(); ++rank) {
+    auto mine = ranks[rank].module->parameters();
+    auto first = ranks[0].module->parameters();
     for (size_t i = 0; i < mine.size(); ++i) {
       if (!torch::equal(mine[i], first[i])) {
         state.SkipWithError(fmt::format("replica {} diverged from replica 0", rank).c_str());
@@ -154,7 +170,25 @@ void BM_DdpTrainStep(benchmark::State& state) {
 
   for (auto _ : state) pool.run(step);
 
-  report_samples_per_second(state, world_size * per_rank_batch);
+  report_samples_per_second(state, pool.world_size() * per_rank_batch);
+}
+
+void BM_DdpTrainStep(benchmark::State& state) {
+  const int64_t world_size = state.range(0);
+  const int64_t per_rank_batch = 64;
+  static const Dataset train = load_fashion_mnist("train");
+  const CaseSpec spec = load_case("mlp2-fmnist");
+  RankPool pool(world_size);
+  time_ddp_steps(
+      state, spec, pool,
+      [&] {
+        ddp_ref::Mlp model(spec.model);
+        return std::make_pair(model.ptr(), std::function<torch::Tensor(const torch::Tensor&)>(
+                                               [model](const torch::Tensor& x) mutable {
+                                                 return model->forward(x);
+                                               }));
+      },
+      train.features, train.labels, per_rank_batch);
 }
 BENCHMARK(BM_DdpTrainStep)->Apply(sweep_ranks);
 
@@ -206,6 +240,55 @@ BENCHMARK(BM_EnginePmapStep)->Apply(sweep_ranks);
 void BM_EngineOneDeviceStep512(benchmark::State& state) { run_engine_pmap_step(state, 1, 512); }
 BENCHMARK(BM_EngineOneDeviceStep512)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// --- the layer models at their cases' scale: 8 ranks (devices) x 32 images ---
+// DDP on ddp_ref's model of the case in train mode and the engine's pmap step (layer_step.h),
+// both from the case's initial parameters on the same images.
+constexpr int64_t kLayerRanks = 8;
+constexpr int64_t kLayerPerRank = 32;
+const std::vector<std::string> kLayerCases = {"cnn-fmnist", "vit-fmnist"};
+
+void BM_DdpLayerStep(benchmark::State& state, const std::string& case_name) {
+  const CaseBatch& b = case_batch(case_name, kLayerRanks, kLayerPerRank);
+  RankPool pool(kLayerRanks);
+  time_ddp_steps(
+      state, b.spec, pool,
+      [&] {
+        std::shared_ptr<ddp_ref::CaseModelImpl> model = ddp_ref::make_case_model(b.spec.model);
+        ddp_ref::load_canonical_params(*model, b.init, "init");
+        model->train();
+        return std::make_pair(
+            std::static_pointer_cast<torch::nn::Module>(model),
+            std::function<torch::Tensor(const torch::Tensor&)>(
+                [model](const torch::Tensor& x) { return model->forward(x); }));
+      },
+      b.x, b.labels64, kLayerPerRank);
+}
+
+void BM_EngineLayerPmapStep(benchmark::State& state, const std::string& case_name) {
+  const CaseBatch& b = case_batch(case_name, kLayerRanks, kLayerPerRank);
+  try {
+    EngineLayerStep step(b);
+    state.counters["first_loss"] = step.run();
+    for (auto _ : state) step.run();
+  } catch (const pmap_engine::EngineError& error) {
+    state.SkipWithError(error.what());
+    return;
+  }
+  report_samples_per_second(state, b.size());
+}
+
+void register_layer_benchmarks() {
+  for (const std::string& name : kLayerCases) {
+    for (const auto& [prefix, function] :
+         {std::make_pair("BM_DdpLayerStep/", &BM_DdpLayerStep),
+          std::make_pair("BM_EngineLayerPmapStep/", &BM_EngineLayerPmapStep)}) {
+      benchmark::RegisterBenchmark((prefix + name).c_str(), function, name)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+}
+
 // Prints DDP step time / engine step time for each rank count, and fails the suite when a
 // benchmark failed its correctness check.
 class SpeedupReporter : public SummaryReporter {
@@ -234,6 +317,7 @@ class SpeedupReporter : public SummaryReporter {
       }
     }
     add_split_cost();
+    add_layer_speedups();
     std::cout << blas_summary_line() << "\n";
     if (failed_) std::cout << "FAILED: a benchmark failed its correctness check (see above)\n";
     return failed_ ? 1 : 0;
@@ -255,6 +339,30 @@ class SpeedupReporter : public SummaryReporter {
                               whole->second)});
   }
 
+  // DDP's 8 x 32 step against the engine's, per layers case: the engine at least as fast on
+  // cnn-fmnist, 1.5x on vit-fmnist.
+  void add_layer_speedups() {
+    const std::map<std::string, double> goals = {{"cnn-fmnist", 1.0}, {"vit-fmnist", 1.5}};
+    for (const auto& [name, goal] : goals) {
+      auto ddp = find_time("BM_DdpLayerStep/" + name);
+      auto engine = find_time("BM_EngineLayerPmapStep/" + name);
+      if (!ddp || !engine) continue;
+      const double speedup = *ddp / *engine;
+      targets_.add({"DDP step / engine pmap step, 8 x 32, " + name, speedup,
+                    fmt::format(">= {:g}", goal), speedup >= goal,
+                    fmt::format("DDP {:.1f} ms, engine {:.1f} ms", *ddp, *engine)});
+    }
+  }
+
+  // A benchmark without arguments: its time, if it ran.
+  std::optional<double> find_time(const std::string& function_name) const {
+    auto none = times_.find("");
+    if (none == times_.end()) return std::nullopt;
+    auto found = none->second.find(function_name);
+    if (found == none->second.end()) return std::nullopt;
+    return found->second;
+  }
+
   std::map<std::string, std::map<std::string, double>> times_;
   bool failed_ = false;
 };
@@ -266,5 +374,6 @@ int main(int argc, char** argv) {
   return parity::bench::run_with_summary<parity::bench::SpeedupReporter>(argc, argv, [] {
     parity::bench::use_single_threaded_blas();
     parity::bench::add_blas_context();
+    parity::bench::register_layer_benchmarks();
   });
 }

@@ -41,6 +41,7 @@
 #include "parity/engine_trainer/engine_trainer.h"
 #include "parity/engine_trainer/mapped_train_step.h"
 #include "runtime/buffer_pool.h"
+#include "layer_step.h"
 #include "runtime/program_cache.h"
 #include "summary_main.h"
 
@@ -49,50 +50,23 @@ namespace {
 
 namespace pe = pmap_engine;
 
-// `size` samples of the Fashion-MNIST training set for a case on one device, with the case's
-// initial parameters; made once per case and kept.
-struct Batch {
-  CaseSpec spec;
-  NamedTensors init;
-  std::vector<float> x;
-  std::vector<int32_t> labels32;
-  std::vector<int64_t> labels64;
-  int64_t size = 0;
-};
-
-const Batch& case_batch(const std::string& case_name, int64_t size) {
-  static std::map<std::string, Batch> batches;
-  auto found = batches.find(case_name);
-  if (found != batches.end()) return found->second;
-  Batch b;
-  b.size = size;
-  b.spec = load_case(case_name, {"parallel.replicas=1",
-                                 "data.per_replica_batch=" + std::to_string(size)});
-  b.init = init_model_params(b.spec);
-  Dataset train = load_fashion_mnist("train");
-  b.x.assign(train.features.begin(), train.features.begin() + b.size * train.feature_dim);
-  b.labels64.assign(train.labels.begin(), train.labels.begin() + b.size);
-  b.labels32.assign(b.labels64.begin(), b.labels64.end());
-  return batches.emplace(case_name, std::move(b)).first->second;
-}
-
 // The mlp2-fmnist step's batch: 512 samples.
-const Batch& batch() { return case_batch("mlp2-fmnist", 512); }
+const CaseBatch& batch() { return case_batch("mlp2-fmnist", 1, 512); }
 
 void BM_EngineTrainStep(benchmark::State& state) {
-  const Batch& b = batch();
+  const CaseBatch& b = batch();
   pe::Jitted step = engine_trainer::make_train_step(b.spec);
   pe::Tree params = engine_trainer::params_from_tensors(b.init);
   pe::Tree opt_state = engine_trainer::make_optimizer(b.spec.train).init(params);
-  pe::Array x = pe::Array::from_floats({b.size, 784}, b.x);
-  pe::Array y = pe::Array::from_ints({b.size}, b.labels32);
+  pe::Array x = pe::Array::from_floats({b.size(), 784}, b.x);
+  pe::Array y = pe::Array::from_ints({b.size()}, b.labels32);
   pe::Tree out = step({params, opt_state, x, y});
   state.counters["first_loss"] = out[2].leaf().item();
   for (auto _ : state) {
     out = step({out[0], out[1], x, y});
   }
   state.counters["samples_per_second"] = benchmark::Counter(
-      static_cast<double>(b.size * state.iterations()), benchmark::Counter::kIsRate);
+      static_cast<double>(b.size() * state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_EngineTrainStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -122,10 +96,10 @@ void time_torch_steps(benchmark::State& state, Model model, const CaseSpec& spec
 }
 
 void BM_TorchEagerStep(benchmark::State& state) {
-  const Batch& b = batch();
+  const CaseBatch& b = batch();
   ddp_ref::Mlp model(b.spec.model);
   ddp_ref::load_canonical_params(*model, b.init, "init");
-  time_torch_steps(state, model, b.spec, b.x, b.labels64, b.size);
+  time_torch_steps(state, model, b.spec, b.x, b.labels64, b.size());
 }
 BENCHMARK(BM_TorchEagerStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -137,39 +111,23 @@ BENCHMARK(BM_TorchEagerStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 // (flax's initialisation) and the same images, and must agree on the first loss.
 
 // One device's share of their 8 x 32 steps.
-const Batch& layer_batch(const std::string& case_name) { return case_batch(case_name, 32); }
+const CaseBatch& layer_batch(const std::string& case_name) { return case_batch(case_name, 1, 32); }
 
 void BM_EngineLayerStep(benchmark::State& state, const std::string& case_name) {
-  const Batch& b = layer_batch(case_name);
-  const pe::Tree params =
-      engine_trainer::params_from_tensors(b.init, engine_trainer::name_separator(b.spec.model));
-  const engine_trainer::MappedTrainStep step =
-      engine_trainer::make_mapped_train_step(b.spec, pe::DeviceSet(1));
-  std::vector<pe::Tree> args = {
-      engine_trainer::replicate(params, 1),
-      engine_trainer::replicate(engine_trainer::step_optimizer(b.spec).init(params), 1),
-      pe::Array::from_floats({1, b.size, 784}, b.x), pe::Array::from_ints({1, b.size}, b.labels32),
-      engine_trainer::replicate(engine_trainer::initial_batch_stats(b.spec.model, pe::DType::f32),
-                                1)};
-  const auto run = [&] {
-    const pe::Tree out = step(args);
-    args[0] = out[0];
-    args[1] = out[1];
-    args[4] = out[4];
-    return out[2].leaf().to_doubles().front();
-  };
-  state.counters["first_loss"] = run();
-  for (auto _ : state) run();
+  const CaseBatch& b = layer_batch(case_name);
+  EngineLayerStep step(b);
+  state.counters["first_loss"] = step.run();
+  for (auto _ : state) step.run();
   state.counters["samples_per_second"] = benchmark::Counter(
-      static_cast<double>(b.size * state.iterations()), benchmark::Counter::kIsRate);
+      static_cast<double>(b.size() * state.iterations()), benchmark::Counter::kIsRate);
 }
 
 void BM_TorchLayerStep(benchmark::State& state, const std::string& case_name) {
-  const Batch& b = layer_batch(case_name);
+  const CaseBatch& b = layer_batch(case_name);
   const std::shared_ptr<ddp_ref::CaseModelImpl> model = ddp_ref::make_case_model(b.spec.model);
   ddp_ref::load_canonical_params(*model, b.init, "init");
   model->train();
-  time_torch_steps(state, model, b.spec, b.x, b.labels64, b.size);
+  time_torch_steps(state, model, b.spec, b.x, b.labels64, b.size());
 }
 
 const std::vector<std::string> kLayerCases = {"cnn-fmnist", "vit-fmnist"};
