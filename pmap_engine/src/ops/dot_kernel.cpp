@@ -167,11 +167,14 @@ namespace {
 // plain matrix product OpenBLAS runs from the operands as they are, and which library is
 // faster depends on the CPU; measured single-threaded on the cases' dense layers (mlp2-fmnist's
 // [64 or 512, 784] @ [784, 256] and [.., 256] @ [256, 10] with their gradients, vit-fmnist's
-// [1568, 64] @ [64, 64 or 128] and back) with bench/engine_step_bench.cpp's Gemm rows:
-//   - where oneDNN has AVX-512 (Intel), its brgemm kernels took 0.4-0.8x the time of
-//     OpenBLAS's AVX2 (Haswell) kernels, and a fifth of it where OpenBLAS does not know the
-//     CPU model and falls back to its SSE3 (Prescott) kernels, as 0.3.21 does on recent Xeons;
-//   - with AVX2 only (AMD), oneDNN's jit gemm took 1.2-2.5x OpenBLAS's time on mlp2's shapes;
+// [1568, 64] @ [64, 64 or 128] and back; bench/engine_step_bench.cpp's Gemm rows time mlp2's
+// against cblas_sgemm):
+//   - where oneDNN has AVX-512 (Intel), its brgemm kernels took 0.3-1.0x the time of
+//     OpenBLAS's AVX2 (Haswell) kernels, and a tenth to a third of it where OpenBLAS does not
+//     know the CPU model and falls back to its SSE3 (Prescott) kernels, as 0.3.21 does on
+//     recent Xeons;
+//   - with AVX2 only (AMD), oneDNN's jit gemm took 1.2-2.5x OpenBLAS's time on mlp2's
+//     64-row shapes (one device of its 8) and about the same on the others;
 //   - below 2^16 multiply-adds (vit's 10-class head, [32, 64] @ [64, 10]) oneDNN's fixed cost
 //     per call (its memory objects, the OpenMP setting) exceeds OpenBLAS's whole call.
 bool prefers_onednn(const StridedMatmul& matmul) {
