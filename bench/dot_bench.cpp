@@ -194,38 +194,39 @@ double median(std::vector<double> values) {
 
 // Google Benchmark's table, then engine / LibTorch per product; the suite fails when a
 // benchmark failed its agreement check.
-class RatioReporter : public SummaryReporter {
+class DotReporter : public SummaryReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
-    failed_ = failed_ || std::any_of(runs.begin(), runs.end(),
-                                     [](const Run& run) { return run.error_occurred; });
+    for (const Run& run : runs) failed_ = failed_ || run.error_occurred;
     ConsoleReporter::ReportRuns(runs);
   }
   int finish() {
-    for (const BatchedDot& dot : products()) {
-      const auto& seconds = seconds_per_iteration();
-      auto engine = seconds.find("engine/" + dot.name);
-      auto torch = seconds.find("torch/" + dot.name);
-      if (engine == seconds.end() || torch == seconds.end()) continue;
-      const double engine_seconds = median(engine->second);
-      const double torch_seconds = median(torch->second);
-      targets_.add({"engine batched dot / at::matmul, vit attention " + dot.name,
-                    engine_seconds / torch_seconds, "<= 1.0", engine_seconds <= torch_seconds,
-                    fmt::format("engine {:.1f} us, LibTorch {:.1f} us", engine_seconds * 1e6,
-                                torch_seconds * 1e6)});
-    }
+    for (const BatchedDot& dot : products()) add_target(dot);
     std::cout << blas_summary_line() << "\n";
     return failed_ ? 1 : 0;
   }
 
  private:
   bool failed_ = false;
+
+  void add_target(const BatchedDot& dot) {
+    const auto& seconds = seconds_per_iteration();
+    auto engine = seconds.find("engine/" + dot.name);
+    auto torch = seconds.find("torch/" + dot.name);
+    if (engine == seconds.end() || torch == seconds.end()) return;
+    const double engine_seconds = median(engine->second);
+    const double torch_seconds = median(torch->second);
+    targets_.add({"engine batched dot / at::matmul, vit attention " + dot.name,
+                  engine_seconds / torch_seconds, "<= 1.0", engine_seconds <= torch_seconds,
+                  fmt::format("engine {:.1f} us, LibTorch {:.1f} us", engine_seconds * 1e6,
+                              torch_seconds * 1e6)});
+  }
 };
 
 }  // namespace
 }  // namespace parity::bench
 
 int main(int argc, char** argv) {
-  return parity::bench::run_with_summary<parity::bench::RatioReporter>(
+  return parity::bench::run_with_summary<parity::bench::DotReporter>(
       argc, argv, parity::bench::register_benchmarks);
 }
