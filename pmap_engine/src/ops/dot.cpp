@@ -1,93 +1,19 @@
-// dot_general (lax.dot_general) on OpenBLAS, its VJP, and jnp.matmul on top of it.
-//
-// Vocabulary (lax's dimension numbers). Each dimension of an operand is exactly one of
-//   batch        paired one-to-one with a batch dimension of the other operand (B);
-//   contracting  paired with a contracting dimension of the other operand and summed over (K);
-//   free         everything else: lhs free dimensions (M), rhs free dimensions (N).
-// The output is [B..., M..., N...]: batch dimensions in lhs_batch order, then the lhs free and
-// the rhs free dimensions in their operands' order (lax.py _dot_general_shape_computation).
-//
-// Kernel. Each operand is *packed* into a row-major matrix stack, lhs as [B, M, K] and rhs as
-// [B, K, N] (B, M, K, N the products of those dimension groups; K in the order the
-// contracting dimensions are listed, so that lhs_contracting[i] meets rhs_contracting[i]), and
-// converted to the compute type on the way. Then per batch: C[b] = A[b] @ B[b] with
-//   f32        cblas_sgemm;
-//   f64        cblas_dgemm;
-//   bf16, f16  converted to f32, cblas_sgemm (f32 accumulation), rounded back to nearest even
-//              once per output element (the engine's rule for 16-bit floats, dtype.h);
-//   i32, u32   a plain loop, wrapping modulo 2^32 as XLA's integer dots do.
-// C[B, M, N] is already the output layout.
-//
-// Determinism of sgemm (measured with Debian's OpenBLAS 0.3.21, pthread, DYNAMIC_ARCH, on an
-// AMD EPYC, by comparing the bits of cblas_sgemm's results after openblas_set_num_threads(t)
-// for t = 1..16, M and N from 2 to 4096, K from 64 to 50000):
-//   - one call on the same inputs gives the same bits on every run;
-//   - 2, 3, 4, 5, 7, 8 and 16 threads gave bitwise identical results for every shape tried;
-//   - but 1 thread versus several differs in the last bits of most elements for most K above
-//     ~384 (400, 513, 784, 1025, 2000 differ; 1024 and 1600 do not) once M and N are large
-//     enough for OpenBLAS to thread at all (64x256, 784x64 yes; 64x16, 10x10 no):
-//     [64,784] @ [784,256], the MNIST MLP's first layer, is affected; its weight gradient
-//     [784,64] @ [64,256] (K=64) and the second layer [64,256] @ [256,10] are not. The
-//     single-threaded and threaded drivers block the K loop differently, which changes the
-//     summation order.
-// So results depend on whether OpenBLAS runs threaded (OPENBLAS_NUM_THREADS, the core count of
-// the host), and across CPU models (DYNAMIC_ARCH picks the kernel at run time). The engine
-// therefore runs OpenBLAS single-threaded (use_single_threaded_blas, ops/blas.h): results do
-// not depend on the host's core count, and devices (one thread each) already use the cores.
+// dot_general (lax.dot_general): its shape rule, its VJP, and jnp.matmul on top of it. The
+// kernel, and the dimension numbers' vocabulary, are in ops/dot_kernel.h.
 
 #include <algorithm>
-#include <array>
 #include <numeric>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "ir/primitive.h"
-#include "ops/blas.h"
 #include "ops/broadcasting.h"
+#include "ops/dot_kernel.h"
 #include "ops/kernel_util.h"
 #include "pmap_engine/ops.h"
 
 namespace pmap_engine {
 namespace {
-
-struct DimensionNumbers {
-  std::vector<int64_t> lhs_contracting;
-  std::vector<int64_t> rhs_contracting;
-  std::vector<int64_t> lhs_batch;
-  std::vector<int64_t> rhs_batch;
-
-  static DimensionNumbers from(const ir::Params& params) {
-    return {params.ints("lhs_contracting"), params.ints("rhs_contracting"),
-            params.ints("lhs_batch"), params.ints("rhs_batch")};
-  }
-  ir::Params params() const {
-    return {{"lhs_contracting", lhs_contracting},
-            {"rhs_contracting", rhs_contracting},
-            {"lhs_batch", lhs_batch},
-            {"rhs_batch", rhs_batch}};
-  }
-};
-
-// The dimensions of an ndim-operand that are neither in `a` nor in `b`, ascending (lax's
-// `remaining`): the free dimensions.
-std::vector<int64_t> remaining(int64_t ndim, const std::vector<int64_t>& a,
-                               const std::vector<int64_t>& b) {
-  std::vector<int64_t> rest;
-  for (int64_t d = 0; d < ndim; ++d) {
-    if (std::find(a.begin(), a.end(), d) == a.end() &&
-        std::find(b.begin(), b.end(), d) == b.end()) {
-      rest.push_back(d);
-    }
-  }
-  return rest;
-}
-
-Shape dims_of(const Shape& shape, const std::vector<int64_t>& dims) {
-  Shape sizes;
-  for (int64_t d : dims) sizes.push_back(shape[static_cast<size_t>(d)]);
-  return sizes;
-}
 
 bool has_duplicates(std::vector<int64_t> dims) {
   std::sort(dims.begin(), dims.end());
@@ -126,7 +52,7 @@ void check_side(const char* side, const std::vector<int64_t>& contracting,
 
 ir::AbstractValue dot_general_abstract_eval(const ir::AbstractValue& lhs,
                                             const ir::AbstractValue& rhs,
-                                            const DimensionNumbers& dn) {
+                                            const DotDimensionNumbers& dn) {
   const std::string operands =
       type_to_string(lhs.dtype, lhs.shape) + " and " + type_to_string(rhs.dtype, rhs.shape);
   if (lhs.dtype != rhs.dtype || lhs.dtype == DType::bool_) {
@@ -155,149 +81,7 @@ ir::AbstractValue dot_general_abstract_eval(const ir::AbstractValue& lhs,
   };
   require_same_sizes("lhs batch dimensions and rhs batch dimensions", dn.lhs_batch, dn.rhs_batch);
   require_same_sizes("contracting dimensions", dn.lhs_contracting, dn.rhs_contracting);
-  const int64_t lhs_ndim = static_cast<int64_t>(lhs.shape.size());
-  const int64_t rhs_ndim = static_cast<int64_t>(rhs.shape.size());
-  Shape out = dims_of(lhs.shape, dn.lhs_batch);
-  for (int64_t size : dims_of(lhs.shape, remaining(lhs_ndim, dn.lhs_contracting, dn.lhs_batch))) {
-    out.push_back(size);
-  }
-  for (int64_t size : dims_of(rhs.shape, remaining(rhs_ndim, dn.rhs_contracting, dn.rhs_batch))) {
-    out.push_back(size);
-  }
-  return {lhs.dtype, out};
-}
-
-// --- kernel ---
-
-// An operand packed as a row-major [num_batches, num_rows, num_cols] stack in the compute type.
-template <typename Compute>
-struct PackedOperand {
-  std::vector<Compute> values;
-  size_t num_batches = 1;
-  size_t num_rows = 1;
-  size_t num_cols = 1;
-  const Compute* matrix(size_t batch) const { return values.data() + batch * num_rows * num_cols; }
-};
-
-size_t product(const Shape& sizes) { return shape_num_elements(sizes); }
-
-// Packs `operand` with its dimensions reordered as batch, rows, cols (a transpose-and-convert).
-template <typename Element>
-PackedOperand<typename Element::Compute> pack(const Buffer& operand,
-                                              const std::vector<int64_t>& batch_dims,
-                                              const std::vector<int64_t>& row_dims,
-                                              const std::vector<int64_t>& col_dims) {
-  PackedOperand<typename Element::Compute> packed;
-  packed.num_batches = product(dims_of(operand.shape, batch_dims));
-  packed.num_rows = product(dims_of(operand.shape, row_dims));
-  packed.num_cols = product(dims_of(operand.shape, col_dims));
-  packed.values.resize(operand.num_elements());
-  std::vector<int64_t> order = batch_dims;
-  order.insert(order.end(), row_dims.begin(), row_dims.end());
-  order.insert(order.end(), col_dims.begin(), col_dims.end());
-  const std::vector<int64_t> strides = row_major_strides(operand.shape);
-  std::vector<int64_t> packed_strides;
-  for (int64_t d : order) packed_strides.push_back(strides[static_cast<size_t>(d)]);
-  const auto* source = operand.data<typename Element::Storage>();
-  for_each_strided<1>(dims_of(operand.shape, order), {packed_strides},
-                      [&](size_t packed_index, const std::array<int64_t, 1>& offset) {
-                        packed.values[packed_index] =
-                            Element::load(source[static_cast<size_t>(offset[0])]);
-                      });
-  return packed;
-}
-
-// Whether `first` then `second` lists the dimensions 0..n-1 in order: the operand is then
-// already a row-major [product(first), product(second)] matrix in memory.
-bool is_row_major_split(const std::vector<int64_t>& first, const std::vector<int64_t>& second,
-                        size_t ndim) {
-  std::vector<int64_t> order = first;
-  order.insert(order.end(), second.begin(), second.end());
-  if (order.size() != ndim) return false;
-  for (size_t i = 0; i < ndim; ++i) {
-    if (order[i] != static_cast<int64_t>(i)) return false;
-  }
-  return true;
-}
-
-// The common case without batch dimensions, when both operands are already matrices in
-// memory (possibly transposed): one gemm straight from the buffers into the output, with
-// BLAS's transpose flags instead of packed copies (x @ W, and its VJPs g @ W^T, x^T @ g).
-template <typename T>
-bool try_direct_gemm(const Buffer& lhs, const Buffer& rhs, const DimensionNumbers& dn,
-                     const std::vector<int64_t>& lhs_free, const std::vector<int64_t>& rhs_free,
-                     Buffer& out) {
-  if (!dn.lhs_batch.empty()) return false;
-  const size_t m = product(dims_of(lhs.shape, lhs_free));
-  const size_t k = product(dims_of(lhs.shape, dn.lhs_contracting));
-  const size_t n = product(dims_of(rhs.shape, rhs_free));
-  if (m == 0 || n == 0 || k == 0) return false;
-  CBLAS_TRANSPOSE lhs_trans;
-  CBLAS_TRANSPOSE rhs_trans;
-  if (is_row_major_split(lhs_free, dn.lhs_contracting, lhs.shape.size())) {
-    lhs_trans = CblasNoTrans;  // [M, K]
-  } else if (is_row_major_split(dn.lhs_contracting, lhs_free, lhs.shape.size())) {
-    lhs_trans = CblasTrans;  // [K, M]
-  } else {
-    return false;
-  }
-  if (is_row_major_split(dn.rhs_contracting, rhs_free, rhs.shape.size())) {
-    rhs_trans = CblasNoTrans;  // [K, N]
-  } else if (is_row_major_split(rhs_free, dn.rhs_contracting, rhs.shape.size())) {
-    rhs_trans = CblasTrans;  // [N, K]
-  } else {
-    return false;
-  }
-  auto to_int = [](size_t value) { return blas_int("dot_general", value); };
-  const int lda = to_int(lhs_trans == CblasNoTrans ? k : m);
-  const int ldb = to_int(rhs_trans == CblasNoTrans ? n : k);
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, lhs_trans, rhs_trans, to_int(m), to_int(n), to_int(k), 1.0f,
-                lhs.data<float>(), lda, rhs.data<float>(), ldb, 0.0f, out.data<float>(), to_int(n));
-  } else {
-    cblas_dgemm(CblasRowMajor, lhs_trans, rhs_trans, to_int(m), to_int(n), to_int(k), 1.0,
-                lhs.data<double>(), lda, rhs.data<double>(), ldb, 0.0, out.data<double>(),
-                to_int(n));
-  }
-  return true;
-}
-
-// lhs: [.., M.., K..], rhs: [.., K.., N..] -> out: [B.., M.., N..]
-Buffer dot_general_kernel(const Buffer& lhs, const Buffer& rhs, const DimensionNumbers& dn) {
-  use_single_threaded_blas();
-  const ir::AbstractValue out_type =
-      dot_general_abstract_eval({lhs.dtype, lhs.shape}, {rhs.dtype, rhs.shape}, dn);
-  const std::vector<int64_t> lhs_free =
-      remaining(static_cast<int64_t>(lhs.shape.size()), dn.lhs_contracting, dn.lhs_batch);
-  const std::vector<int64_t> rhs_free =
-      remaining(static_cast<int64_t>(rhs.shape.size()), dn.rhs_contracting, dn.rhs_batch);
-  int64_t contracted = 1;
-  for (int64_t d : dn.lhs_contracting) contracted *= lhs.shape[static_cast<size_t>(d)];
-  // Every element is written by the product below, except in an empty sum, which is zero.
-  if (contracted == 0) return Buffer::allocate(out_type.dtype, out_type.shape);
-  Buffer out = Buffer::allocate_uninitialized(out_type.dtype, out_type.shape);
-  if (lhs.dtype == DType::f32 && try_direct_gemm<float>(lhs, rhs, dn, lhs_free, rhs_free, out)) {
-    return out;
-  }
-  if (lhs.dtype == DType::f64 && try_direct_gemm<double>(lhs, rhs, dn, lhs_free, rhs_free, out)) {
-    return out;
-  }
-  dispatch_numeric(lhs.dtype, [&](auto element) {
-    using Element = decltype(element);
-    using Compute = typename Element::Compute;
-    const auto a = pack<Element>(lhs, dn.lhs_batch, lhs_free, dn.lhs_contracting);  // [B, M, K]
-    const auto b = pack<Element>(rhs, dn.rhs_batch, dn.rhs_contracting, rhs_free);  // [B, K, N]
-    const size_t m = a.num_rows, k = a.num_cols, n = b.num_cols;
-    if (m == 0 || n == 0) return;  // no element
-    std::vector<Compute> c(a.num_batches * m * n);
-    for (size_t batch = 0; batch < a.num_batches; ++batch) {
-      matrix_multiply("dot_general", a.matrix(batch), b.matrix(batch), c.data() + batch * m * n, m,
-                      n, k);
-    }
-    auto* output = out.data<typename Element::Storage>();
-    for (size_t i = 0; i < c.size(); ++i) output[i] = Element::store(c[i]);
-  });
-  return out;
+  return {lhs.dtype, dot_general_shape(lhs.shape, rhs.shape, dn)};
 }
 
 // --- VJP (lax.py _dot_general_transpose_lhs / _dot_general_transpose_rhs) ---
@@ -324,7 +108,7 @@ std::vector<int64_t> argsort(const std::vector<int64_t>& values) {
 // g: ans' shape, x: [..] the operand to differentiate, y: the other one; dn names x as lhs.
 // `swap_ans`: ans holds y's free dimensions before x's (x was the rhs of the forward dot).
 Array dot_general_transpose_lhs(const Array& g, const Array& x, const Array& y,
-                                const DimensionNumbers& dn, bool swap_ans) {
+                                const DotDimensionNumbers& dn, bool swap_ans) {
   const std::vector<int64_t> x_kept = remaining(x.ndim(), dn.lhs_contracting, dn.lhs_batch);
   const std::vector<int64_t> y_kept = remaining(y.ndim(), dn.rhs_contracting, dn.rhs_batch);
   const size_t num_batch = dn.lhs_batch.size();
@@ -347,8 +131,8 @@ std::vector<Array> dot_general_vjp(const ir::VjpArgs& args) {
   const Array& lhs = args.inputs[0];
   const Array& rhs = args.inputs[1];
   const Array& g = args.output_cotangents[0];
-  const DimensionNumbers dn = DimensionNumbers::from(args.params);
-  const DimensionNumbers swapped{dn.rhs_contracting, dn.lhs_contracting, dn.rhs_batch,
+  const DotDimensionNumbers dn = DotDimensionNumbers::from(args.params);
+  const DotDimensionNumbers swapped{dn.rhs_contracting, dn.lhs_contracting, dn.rhs_batch,
                                  dn.lhs_batch};
   // Only the operands that need one get a cotangent: for x @ W with data x, dW alone (a
   // third of the matmul work saved).
@@ -361,11 +145,11 @@ const ir::Primitive* kDotGeneral = ir::register_primitive({
     "dot_general",
     [](const std::vector<ir::AbstractValue>& inputs, const ir::Params& params) {
       return std::vector<ir::AbstractValue>{
-          dot_general_abstract_eval(inputs.at(0), inputs.at(1), DimensionNumbers::from(params))};
+          dot_general_abstract_eval(inputs.at(0), inputs.at(1), DotDimensionNumbers::from(params))};
     },
     [](const std::vector<const Buffer*>& inputs, const ir::Params& params) {
       return std::vector<Buffer>{
-          dot_general_kernel(*inputs[0], *inputs[1], DimensionNumbers::from(params))};
+          dot_general_kernel(*inputs[0], *inputs[1], DotDimensionNumbers::from(params))};
     },
     dot_general_vjp,
 });
@@ -389,7 +173,7 @@ Array dot_general(const Array& lhs, const Array& rhs, const std::vector<int64_t>
                   const std::vector<int64_t>& lhs_batch, const std::vector<int64_t>& rhs_batch) {
   check_valid_operand("dot_general", lhs);
   check_valid_operand("dot_general", rhs);
-  const DimensionNumbers dn{lhs_contracting, rhs_contracting, lhs_batch, rhs_batch};
+  const DotDimensionNumbers dn{lhs_contracting, rhs_contracting, lhs_batch, rhs_batch};
   return ir::bind1(*kDotGeneral, {lhs, rhs}, dn.params());
 }
 

@@ -3,8 +3,9 @@
 // AlgebraicSimplifierVisitor::HandleTranspose), so the transposed copy JAX's VJP of dot_general
 // traces (_dot_general_transpose_rhs: a dot_general, then a transpose) is never made. Here for
 // the 2-D products without batch dimensions whose result only the transpose reads; the product
-// of the swapped operands is the same sgemm with the transpose flags exchanged, and
-// transposed_dots_test checks that its bits are the transposed copy's.
+// of the swapped operands is the same gemm with the operands' layouts exchanged (OpenBLAS's
+// transpose flags, or oneDNN's strides: ops/dot_kernel.h), and transposed_dots_test checks it
+// against the transposed copy.
 #pragma once
 
 #include "runtime/compile.h"
