@@ -3,9 +3,9 @@
 // starts it last runs it, for every device, on its own thread, and each device takes its
 // results at its done. Collectives run one at a time in the program's order (a start made
 // ready early waits for the ones before it), so a collective across processes
-// (distributed::process_allgather) is called in one order on every process, and each runs
-// exactly the kernel the lockstep executor ran: the same operands, in device order, hence the
-// same bits.
+// (distributed::process_allgather) is called in one order on every process, and each runs its
+// kernel on the same operands, in device order, as if every device stopped at it: the same
+// bits whatever the timing.
 #pragma once
 
 #include <condition_variable>
@@ -211,7 +211,7 @@ class CollectiveRendezvous {
     std::vector<std::vector<Buffer>> results;  // [local device][output]
   };
 
-  // Runs equation e's collective once per group of devices, as the lockstep executor did.
+  // Runs equation e's collective once per group of devices, each group in device order.
   void run(size_t e, Collective& collective) {
     const ir::Equation& equation = program_.equations[e];
     const size_t first_device = span_ ? static_cast<size_t>(span_->first_device) : 0;

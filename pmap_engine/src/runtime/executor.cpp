@@ -66,8 +66,9 @@ int64_t mapped_collective_waits() { return total_collective_waits.load(); }
 // Each device runs the mapped schedule (runtime/mapped_schedule.h): kernels, and collectives
 // split into a start, after which it goes on, and a done, where it waits only if the
 // collective has not run yet. A few workers (not a thread per device: devices may outnumber
-// cores) each own every num_workers-th device and run one of them until it reaches a done whose
-// collective has not run, then the next; a worker sleeps only when all its devices wait. The
+// cores) each own every num_workers-th device and take them in turn, each until it starts a
+// collective or reaches a done whose collective has not run; a worker sleeps only when all its
+// devices wait. The
 // collectives run where the last device starts them, in program order
 // (runtime/collective_rendezvous.h), which makes their reduction order fixed.
 MappedExecutionResult execute_mapped(const ir::Program& program,
@@ -95,24 +96,27 @@ MappedExecutionResult execute_mapped(const ir::Program& program,
   std::vector<std::exception_ptr> failures(num_devices);
   std::atomic<int64_t> waits{0};
 
-  // Runs device d from its next step until it finishes or reaches a done whose collective has
-  // not run; whether it ran any step.
+  // Runs device d from its next step until it finishes, starts a collective (the worker's other
+  // devices then start it too before any goes on: the collective runs as early as it can), or
+  // reaches a done whose collective has not run.
+  enum class Stop { kFinished, kStarted, kWaiting };
   auto advance = [&](size_t d) {
-    bool progressed = false;
     DeviceRun& device = *devices[d];
-    for (; next[d] < steps.size(); ++next[d], progressed = true) {
+    for (; next[d] < steps.size(); ++next[d]) {
       const Step& step = steps[next[d]];
       if (step.kind == Step::Kind::kRun) {
         run_on_device(device, program, next[d], step.equation, first_device + d);
       } else if (step.kind == Step::Kind::kStart) {
         rendezvous.start(step.equation, d, device.start(next[d]));
+        ++next[d];
+        return Stop::kStarted;
       } else {
         std::optional<std::vector<Buffer>> results = rendezvous.take(step.equation, d);
-        if (!results) break;
+        if (!results) return Stop::kWaiting;
         device.done(next[d], std::move(*results));
       }
     }
-    return progressed;
+    return Stop::kFinished;
   };
   // A device stops at its first failure; the others run on until they finish or wait for a
   // collective the failed device never starts, and the lowest failed device's error is
@@ -121,11 +125,13 @@ MappedExecutionResult execute_mapped(const ir::Program& program,
     for (;;) {
       const uint64_t seen = rendezvous.events();
       bool progressed = false;
-      bool waiting = false;
+      bool unfinished = false;
       for (size_t d = worker; d < num_devices; d += num_workers) {
         if (stopped[d]) continue;
+        const size_t before = next[d];
+        Stop stop = Stop::kFinished;
         try {
-          progressed = advance(d) || progressed;
+          stop = advance(d);
         } catch (...) {
           failures[d] = std::current_exception();
           stopped[d] = 1;
@@ -133,13 +139,15 @@ MappedExecutionResult execute_mapped(const ir::Program& program,
           progressed = true;
           continue;
         }
-        if (next[d] == steps.size() || rendezvous.never_runs(steps[next[d]].equation)) {
+        progressed = progressed || next[d] != before;
+        if (stop == Stop::kFinished ||
+            (stop == Stop::kWaiting && rendezvous.never_runs(steps[next[d]].equation))) {
           stopped[d] = 1;
         } else {
-          waiting = true;
+          unfinished = true;
         }
       }
-      if (!waiting) return;
+      if (!unfinished) return;
       if (!progressed) {
         ++waits;
         rendezvous.wait_for_change(seen);
