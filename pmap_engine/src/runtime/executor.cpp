@@ -68,8 +68,7 @@ int64_t mapped_collective_waits() { return total_collective_waits.load(); }
 // collective has not run yet. A few workers (not a thread per device: devices may outnumber
 // cores) each own every num_workers-th device and take them in turn, each until it starts a
 // collective or reaches a done whose collective has not run; a worker sleeps only when all its
-// devices wait. The
-// collectives run where the last device starts them, in program order
+// devices wait. The collectives run where the last device starts them, in program order
 // (runtime/collective_rendezvous.h), which makes their reduction order fixed.
 MappedExecutionResult execute_mapped(const ir::Program& program,
                                      std::vector<std::vector<Buffer>> per_device_inputs,

@@ -41,6 +41,17 @@ struct Step {
   size_t equation = 0;
 };
 
+// The kind a collective counts as for the one-in-flight limit: XLA's resource for it
+// (latency_hiding_scheduler.h ResourceType). psum, psum_invariant, pmax and pmin all lower to
+// all-reduce; all_gather, reduce_scatter and ppermute (collective-permute) are kinds of their own.
+inline std::string overlap_kind(const std::string& primitive) {
+  if (primitive == "psum" || primitive == "psum_invariant" || primitive == "pmax" ||
+      primitive == "pmin") {
+    return "all-reduce";
+  }
+  return primitive;
+}
+
 // Every equation run in program order (a program without collectives).
 inline std::vector<Step> sequential_schedule(const ir::Program& program) {
   std::vector<Step> steps;
@@ -70,13 +81,14 @@ inline std::vector<Step> mapped_schedule(const ir::Program& program) {
       const std::optional<size_t>& definition = defined_by[static_cast<size_t>(var)];
       if (definition) place = std::max(place, *definition + 1);
     }
-    auto previous = last_of_kind.find(equation.primitive->name);
+    const std::string kind = overlap_kind(equation.primitive->name);
+    auto previous = last_of_kind.find(kind);
     if (previous != last_of_kind.end()) {
       place = std::max(place, previous->second + 1);
       previous_of_kind[c] = previous->second;
     }
     starting_before[place].push_back(c);
-    last_of_kind[equation.primitive->name] = c;
+    last_of_kind[kind] = c;
     earliest = place;
   }
 
