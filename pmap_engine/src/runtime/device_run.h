@@ -1,6 +1,12 @@
-// One device's execution of a program: its variables' buffers, their liveness, the storage
-// pool, and the exact peak of live bytes. The single-device executor drives one DeviceRun;
-// the mapped executor drives one per device in lockstep, and runs collectives across them.
+// One device's execution of a program in the order of a schedule (runtime/mapped_schedule.h):
+// its variables' buffers, their liveness, the storage pool, and the exact peak of live bytes.
+// The single-device executor drives one DeviceRun through the program in order; the mapped
+// executor drives one per device, and runs the collectives they start across them.
+//
+// Liveness is that of the schedule's steps, so the peak is exact for the order the device runs:
+// a collective's operands are read by its start and stay live until its done (the collective
+// may read them until then), and its results count from its start (reserved: XLA's async start
+// allocates the output buffer), though they reach the device only at its done.
 #pragma once
 
 #include <map>
@@ -9,20 +15,25 @@
 #include "ir/program.h"
 #include "pmap_engine/transforms.h"
 #include "runtime/buffer_pool.h"
+#include "runtime/mapped_schedule.h"
 
 namespace pmap_engine::runtime {
 
-// When each variable is last read, computed once per program and shared by all devices.
+// When each variable is last read in a schedule, computed once per program and shared by all
+// devices. Steps are numbered by their place in the schedule.
 struct Liveness {
-  explicit Liveness(const ir::Program& program);
-  std::vector<size_t> last_use;  // index of the last equation reading the variable
-  std::vector<bool> is_read;
+  Liveness(const ir::Program& program, std::vector<Step> steps);
+  std::vector<Step> steps;
+  std::vector<size_t> last_use;  // the last step reading the variable
   std::vector<bool> is_output;
-  // Per storage size, the equations with a result of that size, in order: storage that dies
-  // when the pool already holds one for each result still to come goes back to the heap.
+  // Per step, the variables that die after it: read there for the last time, or results
+  // nobody reads (not outputs of the program).
+  std::vector<std::vector<int>> dying_after;
+  // Per storage size, the steps that define a result of that size, in order: storage that
+  // dies when the pool already holds one for each result still to come goes back to the heap.
   std::map<size_t, std::vector<size_t>> results_of_size;
-  // How many results of `num_bytes` equations after `e` produce.
-  size_t results_after(size_t num_bytes, size_t e) const;
+  // How many results of `num_bytes` steps after `s` define.
+  size_t results_after(size_t num_bytes, size_t s) const;
 };
 
 class DeviceRun {
@@ -31,12 +42,13 @@ class DeviceRun {
 
   // Arguments (donated ones may be recycled) and the program's constants.
   void bind_inputs(std::vector<Buffer> inputs, const std::vector<bool>& donated);
-  // Equation e's operands, for a collective that runs across devices.
-  std::vector<const Buffer*> operands(size_t e) const;
-  // Runs equation e's kernel (not a collective) on this device.
-  void run(size_t e);
-  // Stores equation e's results and frees what dies with it.
-  void finish(size_t e, std::vector<Buffer> results);
+  // Step s, a kRun: runs its equation's kernel on this device.
+  void run(size_t s);
+  // Step s, a kStart: reserves the collective's results and returns its operands, which stay
+  // valid until its done.
+  std::vector<const Buffer*> start(size_t s);
+  // Step s, a kDone: stores the collective's results (in place of the reservation).
+  void done(size_t s, std::vector<Buffer> results);
 
   std::vector<Buffer> outputs() const;
   int64_t peak_bytes() const { return peak_bytes_; }
@@ -45,10 +57,13 @@ class DeviceRun {
   int64_t donated_reuses() const { return pool_.donated_reuses(); }
 
  private:
+  std::vector<const Buffer*> operands(size_t e) const;
   void define(int var, Buffer buffer, bool may_recycle, bool donation);
-  void release(int var, size_t e);
-  bool dies_at(int var, size_t e) const;
-  void offer_dying_input(size_t e);
+  void count_live(int64_t bytes);
+  void release(int var, size_t s);
+  void release_dying(size_t s);
+  bool dies_at(int var, size_t s) const;
+  void offer_dying_input(size_t s);
 
   const ir::Program& program_;
   const Liveness& liveness_;

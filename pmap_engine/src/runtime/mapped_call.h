@@ -1,6 +1,7 @@
 // The mapped call that shard_map and pmap share: trace the per-device function once per
 // signature with the mesh's axes bound, cut every argument into per-device blocks, run all
-// devices in lockstep (execute_mapped), and assemble the outputs' blocks into global arrays.
+// devices (execute_mapped, whose collectives overlap compute), and assemble the outputs'
+// blocks into global arrays.
 // pmap is a one-axis mesh whose mapped dimensions are squeezed (runtime/sharding.h), as
 // jax/_src/pmap.py implements pmap on shard_map.
 #pragma once
