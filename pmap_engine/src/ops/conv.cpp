@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -147,27 +148,51 @@ ir::AbstractValue conv_abstract_eval(const ir::AbstractValue& lhs, const ir::Abs
 
 // --- kernel ---
 
-// One image's rows of the patch matrix: [H' * W', KH * KW * C], in the compute type.
+// `count` elements from `source` into `target` in the compute type.
+template <typename Element>
+void load_elements(const typename Element::Storage* source, size_t count,
+                   typename Element::Compute* target) {
+  if constexpr (std::is_same_v<typename Element::Storage, typename Element::Compute>) {
+    std::memcpy(target, source, count * sizeof(*target));
+  } else {
+    for (size_t i = 0; i < count; ++i) target[i] = Element::load(source[i]);
+  }
+}
+
+// One image's rows of the patch matrix: [H' * W', KH * KW * C], in the compute type. Taps that
+// read consecutive input columns (stride-1 windows without kernel dilation) are one contiguous
+// run of the image row, copied at once.
 template <typename Element>
 void fill_patches(const typename Element::Storage* image, const Shape& lhs_shape,
                   const Shape& rhs_shape, const std::vector<int64_t>& taps_h,
                   const std::vector<int64_t>& taps_w, int64_t out_h, int64_t out_w,
                   typename Element::Compute* patches) {
+  using Compute = typename Element::Compute;
   const int64_t width = lhs_shape[2], channels = lhs_shape[3];
   const int64_t kernel_h = rhs_shape[0], kernel_w = rhs_shape[1];
   auto* row = patches;
   for (int64_t oh = 0; oh < out_h; ++oh) {
     for (int64_t ow = 0; ow < out_w; ++ow) {
+      const int64_t* row_taps = taps_w.data() + ow * kernel_w;
       for (int64_t kh = 0; kh < kernel_h; ++kh) {
         const int64_t ih = taps_h[static_cast<size_t>(oh * kernel_h + kh)];
-        for (int64_t kw = 0; kw < kernel_w; ++kw, row += channels) {
-          const int64_t iw = taps_w[static_cast<size_t>(ow * kernel_w + kw)];
-          if (ih < 0 || iw < 0) {
-            std::fill(row, row + channels, typename Element::Compute{0});
-            continue;
+        if (ih < 0) {
+          std::fill(row, row + kernel_w * channels, Compute{0});
+          row += kernel_w * channels;
+          continue;
+        }
+        for (int64_t kw = 0; kw < kernel_w;) {
+          const int64_t iw = row_taps[kw];
+          int64_t run = 1;
+          if (iw < 0) {
+            std::fill(row, row + channels, Compute{0});
+          } else {
+            while (kw + run < kernel_w && row_taps[kw + run] == iw + run) ++run;
+            load_elements<Element>(image + (ih * width + iw) * channels,
+                                   static_cast<size_t>(run * channels), row);
           }
-          const auto* source = image + (ih * width + iw) * channels;
-          for (int64_t c = 0; c < channels; ++c) row[c] = Element::load(source[c]);
+          row += run * channels;
+          kw += run;
         }
       }
     }
