@@ -1,8 +1,8 @@
 // conv_general_dilated's oneDNN kernels (f32 forward, input cotangent, kernel cotangent) and
 // its reference im2col/scatter kernels (PE_CONV=im2col) against the f64 conv, on shapes that
 // exercise strides, SAME padding on odd sizes, kernel dilation, 1x1 stride-2 projections, batch
-// 1, one channel, and the shapes oneDNN cannot express (negative padding, lhs dilation), which
-// fall back to the reference kernels.
+// 1, one channel, negative padding, and the shapes oneDNN cannot express (lhs dilation, padding
+// both negative and wider than the kernel), which fall back to the reference kernels.
 //
 // Run it on both of oneDNN's x86 paths: as is (AVX-512 where the CPU has it) and with
 // DNNL_MAX_CPU_ISA=AVX2 (docs/engine.md).
@@ -62,8 +62,10 @@ const std::vector<ConvCase>& cases() {
        padtype_to_pads({13, 12}, {5, 5}, {2, 2}, "SAME")},
       {"stride 3 over 2 taps: rows no window reads", {2, 8, 10, 3}, {2, 2, 3, 2}, {3, 3},
        {{1, 0}, {0, 0}}},
-      {"negative padding (reference kernels)", {2, 9, 8, 2}, {2, 3, 2, 2}, {1, 1},
+      {"negative padding (as a backward data pass)", {2, 9, 8, 2}, {2, 3, 2, 2}, {1, 1},
        {{-1, -2}, {1, -1}}, {1, 1}, {2, 1}},
+      {"negative and wide padding (reference kernels)", {2, 6, 7, 2}, {2, 2, 2, 3}, {1, 1},
+       {{-1, 0}, {3, 0}}},
       {"lhs dilation (reference kernels)", {2, 5, 4, 3}, {3, 2, 3, 4}, {3, 2}, {{1, 2}, {2, 0}},
        {2, 3}, {1, 2}},
   };

@@ -445,7 +445,9 @@ std::optional<OneDnnConvGeometry> forward_geometry(const Shape& lhs, const Shape
 // None where oneDNN cannot express it: a window stride (the forward's lhs dilation) above 1, a
 // negative lo' or hi'; nor for 1x1 kernels with a stride above 1, whose backward data kernel
 // (jit_1x1 on AVX2, oneDNN 2.6.3) writes out of bounds on channels-last tensors
-// (docs/engine.md); the scatter kernel computes those.
+// (docs/engine.md); the scatter kernel computes those. The identity holds for s = 1 too, so a
+// conv without lhs dilation whose negative padding the forward primitive cannot take (oneDNN
+// does not crop) runs this way when lo' and hi' are non-negative.
 std::optional<OneDnnConvGeometry> backward_data_geometry(const Shape& lhs, const Shape& rhs,
                                                          const Shape& out, const ConvParams& p) {
   const bool one_by_one = rhs[0] == 1 && rhs[1] == 1;
@@ -490,8 +492,9 @@ std::vector<float> forward_kernel_of(const Buffer& rhs) {
   return kernel;
 }
 
-// An lhs-dilated input goes through the scatter formulation, any other through im2col, where
-// oneDNN does not run the conv.
+// oneDNN's forward pass where it takes the conv, else its backward data pass where that
+// expresses it (backward_data_geometry); elsewhere an lhs-dilated input goes through the
+// scatter formulation, any other through im2col.
 Buffer conv_kernel(const Buffer& lhs, const Buffer& rhs, const ConvParams& p) {
   const ir::AbstractValue type =
       conv_abstract_eval({lhs.dtype, lhs.shape}, {rhs.dtype, rhs.shape}, p);

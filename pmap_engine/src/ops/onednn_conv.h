@@ -8,7 +8,8 @@
 //   backward weights dw = the kernel's cotangent for x, dy   (convolution_backward_weights)
 // Activations stay NHWC (oneDNN's `nhwc` tag); the kernel is laid out as oneDNN's implementation
 // prefers (format_tag::any), reordered from or into HWIO around each call (a kernel is small next
-// to the activations, and the jit kernels only read blocked weights).
+// to the activations, and the jit kernels only read blocked weights: given HWIO itself, oneDNN
+// picks its slower gemm-based kernels).
 #pragma once
 
 #include <array>
