@@ -1,7 +1,9 @@
-// The engine's conv_general_dilated against LibTorch on the convolutions of small Fashion-MNIST
-// CNNs (batch 32, 28x28x1 input), one thread each (OpenBLAS single-threaded as the engine sets
-// it, torch::set_num_threads(1)):
-//   Forward   the engine's conv op (im2col + sgemm) vs at::conv2d
+// The engine's conv_general_dilated against LibTorch on the convolutions of cnn-fmnist's ResNet
+// and vit-fmnist's patch embedding (batch 32, 28x28x1 input), one thread each (oneDNN and
+// OpenBLAS single-threaded as the engine runs them, torch::set_num_threads(1)), on both of the
+// engine's implementations: oneDNN (BM_Engine*, the default) and the reference im2col kernels
+// (BM_EngineIm2col*, PE_CONV=im2col):
+//   Forward   the engine's conv op vs at::conv2d
 //   Backward        the engine's conv VJP rule, run eagerly: both cotangents (input and
 //                   kernel), vs at::convolution_backward for input and weight
 //   BackwardInput   the input's cotangent alone (the VJP asked for input 0 only), vs
@@ -24,9 +26,13 @@
 #include <cmath>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "blas_info.h"
 #include "ir/primitive.h"
@@ -202,7 +208,18 @@ void BM_TorchForward(benchmark::State& state, const ConvShape& s) {
       timed_loop(state, [&] { benchmark::DoNotOptimize(torch_forward(o, s).data_ptr<float>()); }));
 }
 
-void BM_EngineForward(benchmark::State& state, const ConvShape& s) {
+// Runs the engine's convs on the reference im2col kernels (PE_CONV=im2col) for its lifetime,
+// or on the default ones.
+class ConvImplementation {
+ public:
+  explicit ConvImplementation(bool im2col) {
+    if (im2col) setenv("PE_CONV", "im2col", 1);
+  }
+  ~ConvImplementation() { unsetenv("PE_CONV"); }
+};
+
+void BM_EngineForward(benchmark::State& state, const ConvShape& s, bool im2col) {
+  const ConvImplementation implementation(im2col);
   const Operands o = make_operands(s);
   const double diff = max_rel_diff(engine_forward(o, s), torch_forward(o, s), {0, 2, 3, 1});
   state.counters["max_rel_diff"] = diff;
@@ -225,7 +242,9 @@ void BM_TorchBackward(benchmark::State& state, const ConvShape& s, const Backwar
   }));
 }
 
-void BM_EngineBackward(benchmark::State& state, const ConvShape& s, const BackwardPass& pass) {
+void BM_EngineBackward(benchmark::State& state, const ConvShape& s, const BackwardPass& pass,
+                       bool im2col) {
+  const ConvImplementation implementation(im2col);
   const Operands o = make_operands(s);
   const pe::Array forward = engine_forward(o, s);
   const std::vector<pe::Array> grads = engine_backward(o, s, forward, pass);
@@ -259,27 +278,68 @@ void register_benchmarks() {
   };
   for (const ConvShape& s : shapes()) {
     add("BM_TorchForward/" + s.name, BM_TorchForward, s);
-    add("BM_EngineForward/" + s.name, BM_EngineForward, s);
+    add("BM_EngineForward/" + s.name, BM_EngineForward, s, false);
+    add("BM_EngineIm2colForward/" + s.name, BM_EngineForward, s, true);
     for (const BackwardPass& pass : backward_passes()) {
       add("BM_Torch" + pass.name + "/" + s.name, BM_TorchBackward, s, pass);
-      add("BM_Engine" + pass.name + "/" + s.name, BM_EngineBackward, s, pass);
+      add("BM_Engine" + pass.name + "/" + s.name, BM_EngineBackward, s, pass, false);
+      add("BM_EngineIm2col" + pass.name + "/" + s.name, BM_EngineBackward, s, pass, true);
     }
   }
 }
 
-// Google Benchmark's table; the suite fails when a benchmark failed its agreement check.
+// Google Benchmark's table, then per pass the targets: the engine's time over LibTorch's, summed
+// over the shapes; the suite fails when a benchmark failed its agreement check.
 class FailureReporter : public SummaryReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
-    for (const auto& run : runs) failed_ = failed_ || run.error_occurred;
+    for (const auto& run : runs) {
+      failed_ = failed_ || run.error_occurred;
+      if (run.run_type == Run::RT_Iteration && !run.error_occurred) {
+        microseconds_[run.benchmark_name()].push_back(run.GetAdjustedRealTime());
+      }
+    }
     ConsoleReporter::ReportRuns(runs);
   }
-  int finish() const {
+  int finish() {
+    add_pass_targets();
     std::cout << blas_summary_line() << "\n";
     return failed_ ? 1 : 0;
   }
 
  private:
+  // Median time of "BM_<family>/<shape>" (microseconds), 0 when it did not run.
+  double median_of(const std::string& family, const std::string& shape) const {
+    auto found = microseconds_.find("BM_" + family + "/" + shape + "/real_time");
+    return found == microseconds_.end() ? 0 : median(found->second);
+  }
+
+  void add_pass_targets() {
+    std::vector<std::string> passes = {"Forward"};
+    for (const BackwardPass& pass : backward_passes()) passes.push_back(pass.name);
+    for (const std::string& pass : passes) {
+      for (const bool im2col : {false, true}) {
+        const std::string engine_family = (im2col ? "EngineIm2col" : "Engine") + pass;
+        double engine = 0, torch = 0;
+        for (const ConvShape& s : shapes()) {
+          const double engine_us = median_of(engine_family, s.name);
+          const double torch_us = median_of("Torch" + pass, s.name);
+          if (engine_us == 0 || torch_us == 0) continue;
+          engine += engine_us;
+          torch += torch_us;
+        }
+        if (engine == 0 || torch == 0) continue;
+        const double ratio = engine / torch;
+        const std::optional<bool> met = im2col ? std::nullopt : std::optional<bool>(ratio <= 1.0);
+        targets_.add({"engine conv / LibTorch conv, " + pass + (im2col ? ", im2col" : ", oneDNN"),
+                      ratio, im2col ? "" : "<= 1.0", met,
+                      fmt::format("engine {:.0f} us, LibTorch {:.0f} us over the shapes", engine,
+                                  torch)});
+      }
+    }
+  }
+
+  std::map<std::string, std::vector<double>> microseconds_;
   bool failed_ = false;
 };
 

@@ -24,6 +24,9 @@
 //   kernel's cotangent  patches^T @ g: the forward's patch matrix, transposed into the gemm.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -32,6 +35,7 @@
 #include "ops/blas.h"
 #include "ops/broadcasting.h"
 #include "ops/kernel_util.h"
+#include "ops/onednn_conv.h"
 #include "ops/window_geometry.h"
 #include "pmap_engine/ops.h"
 
@@ -144,27 +148,51 @@ ir::AbstractValue conv_abstract_eval(const ir::AbstractValue& lhs, const ir::Abs
 
 // --- kernel ---
 
-// One image's rows of the patch matrix: [H' * W', KH * KW * C], in the compute type.
+// `count` elements from `source` into `target` in the compute type.
+template <typename Element>
+void load_elements(const typename Element::Storage* source, size_t count,
+                   typename Element::Compute* target) {
+  if constexpr (std::is_same_v<typename Element::Storage, typename Element::Compute>) {
+    std::memcpy(target, source, count * sizeof(*target));
+  } else {
+    for (size_t i = 0; i < count; ++i) target[i] = Element::load(source[i]);
+  }
+}
+
+// One image's rows of the patch matrix: [H' * W', KH * KW * C], in the compute type. Taps that
+// read consecutive input columns (stride-1 windows without kernel dilation) are one contiguous
+// run of the image row, copied at once.
 template <typename Element>
 void fill_patches(const typename Element::Storage* image, const Shape& lhs_shape,
                   const Shape& rhs_shape, const std::vector<int64_t>& taps_h,
                   const std::vector<int64_t>& taps_w, int64_t out_h, int64_t out_w,
                   typename Element::Compute* patches) {
+  using Compute = typename Element::Compute;
   const int64_t width = lhs_shape[2], channels = lhs_shape[3];
   const int64_t kernel_h = rhs_shape[0], kernel_w = rhs_shape[1];
   auto* row = patches;
   for (int64_t oh = 0; oh < out_h; ++oh) {
     for (int64_t ow = 0; ow < out_w; ++ow) {
+      const int64_t* row_taps = taps_w.data() + ow * kernel_w;
       for (int64_t kh = 0; kh < kernel_h; ++kh) {
         const int64_t ih = taps_h[static_cast<size_t>(oh * kernel_h + kh)];
-        for (int64_t kw = 0; kw < kernel_w; ++kw, row += channels) {
-          const int64_t iw = taps_w[static_cast<size_t>(ow * kernel_w + kw)];
-          if (ih < 0 || iw < 0) {
-            std::fill(row, row + channels, typename Element::Compute{0});
-            continue;
+        if (ih < 0) {
+          std::fill(row, row + kernel_w * channels, Compute{0});
+          row += kernel_w * channels;
+          continue;
+        }
+        for (int64_t kw = 0; kw < kernel_w;) {
+          const int64_t iw = row_taps[kw];
+          int64_t run = 1;
+          if (iw < 0) {
+            std::fill(row, row + channels, Compute{0});
+          } else {
+            while (kw + run < kernel_w && row_taps[kw + run] == iw + run) ++run;
+            load_elements<Element>(image + (ih * width + iw) * channels,
+                                   static_cast<size_t>(run * channels), row);
           }
-          const auto* source = image + (ih * width + iw) * channels;
-          for (int64_t c = 0; c < channels; ++c) row[c] = Element::load(source[c]);
+          row += run * channels;
+          kw += run;
         }
       }
     }
@@ -354,10 +382,12 @@ void scatter_conv(const Buffer& lhs, const Buffer& rhs, const ConvParams& p, Buf
   sums.finish();
 }
 
-// A gemm kernel's zero-filled output of `type`, OpenBLAS set up for the gemms that sum into it.
-Buffer gemm_output(const ir::AbstractValue& type) {
+// A kernel's output of `type`, OpenBLAS set up for the gemms that compute it; zero-filled where
+// the kernel adds into it.
+Buffer kernel_output(const ir::AbstractValue& type, bool zero_filled) {
   use_single_threaded_blas();
-  return Buffer::allocate(type.dtype, type.shape);
+  return zero_filled ? Buffer::allocate(type.dtype, type.shape)
+                     : Buffer::allocate_uninitialized(type.dtype, type.shape);
 }
 
 // Whether a kernel's sums are all empty: an output, lhs or rhs without elements (the
@@ -370,13 +400,132 @@ bool is_lhs_dilated(const ConvParams& p) {
   return std::any_of(p.lhs_dilation.begin(), p.lhs_dilation.end(), [](int64_t d) { return d > 1; });
 }
 
-// An lhs-dilated input goes through the scatter formulation, any other through im2col.
+// --- which implementation runs ---
+//
+// f32, bf16 and f16 run on oneDNN's convolution primitives (ops/onednn_conv.h; bf16 and f16
+// converted to f32 on the way in and rounded once per element on the way out, as the gemm
+// kernels do) wherever oneDNN can express the conv; f64 (oneDNN has no f64), negative padding
+// and the shapes below run on the im2col/scatter kernels above, which are also the reference
+// implementation that PE_CONV=im2col selects for every conv (docs/engine.md).
+
+bool reference_requested() {
+  const char* choice = std::getenv("PE_CONV");
+  if (choice == nullptr || std::string(choice) == "onednn") return false;
+  if (std::string(choice) == "im2col") return true;
+  throw EngineError(std::string("PE_CONV must be im2col or onednn, got '") + choice + "'");
+}
+
+bool runs_on_onednn(DType dtype) { return dtype != DType::f64 && !reference_requested(); }
+
+// A forward conv (no lhs dilation) as oneDNN's geometry, or none where padding is negative.
+std::optional<OneDnnConvGeometry> forward_geometry(const Shape& lhs, const Shape& rhs,
+                                                   const Shape& out, const ConvParams& p) {
+  if (is_lhs_dilated(p)) return std::nullopt;
+  OneDnnConvGeometry g{lhs, rhs, out, {}, {}, {}, {}};
+  for (size_t d = 0; d < 2; ++d) {
+    const auto [lo, hi] = p.padding[d];
+    if (lo < 0 || hi < 0) return std::nullopt;
+    g.strides[d] = p.window_strides[d];
+    g.dilation[d] = p.rhs_dilation[d];
+    g.padding_lo[d] = lo;
+    g.padding_hi[d] = hi;
+  }
+  return g;
+}
+
+// An lhs-dilated conv, the input's cotangent that conv_transpose_lhs binds, as the backward
+// data pass of the forward conv it came from: lhs g [B, H', W', O], rhs the flipped kernel
+// [KH, KW, O, C], out [B, H, W, C]. That conv reads the cotangent dilated by the forward
+// strides s (its lhs_dilation), so out[i] = sum over taps k and positions j with
+// j * s == i + k * d - lo of g[j] * rhs[k]; with the forward tap k' = KH - 1 - k this is
+// i = j * s + k' * d - ((KH - 1) * d - lo): the backward data pass of the conv with strides s,
+// kernel dilation d, padding lo' = (KH - 1) * d - lo (and hi' likewise), and kernel
+// w[k', c, o] = rhs[KH - 1 - k', o, c]. With those paddings oneDNN's output extent
+// ((H + lo' + hi' - (KH - 1) * d - 1) / s + 1) is H' exactly.
+// None where oneDNN cannot express it: a window stride (the forward's lhs dilation) above 1, a
+// negative lo' or hi'; nor for 1x1 kernels with a stride above 1, whose backward data kernel
+// (jit_1x1 on AVX2, oneDNN 2.6.3) writes out of bounds on channels-last tensors
+// (docs/engine.md); the scatter kernel computes those. The identity holds for s = 1 too, so a
+// conv without lhs dilation whose negative padding the forward primitive cannot take (oneDNN
+// does not crop) runs this way when lo' and hi' are non-negative.
+std::optional<OneDnnConvGeometry> backward_data_geometry(const Shape& lhs, const Shape& rhs,
+                                                         const Shape& out, const ConvParams& p) {
+  const bool one_by_one = rhs[0] == 1 && rhs[1] == 1;
+  OneDnnConvGeometry g{out, {rhs[0], rhs[1], rhs[3], rhs[2]}, lhs, {}, {}, {}, {}};
+  for (size_t d = 0; d < 2; ++d) {
+    const int64_t span = (rhs[d] - 1) * p.rhs_dilation[d];
+    const int64_t lo = span - p.padding[d].first, hi = span - p.padding[d].second;
+    if (p.window_strides[d] != 1 || lo < 0 || hi < 0) return std::nullopt;
+    if (one_by_one && p.lhs_dilation[d] > 1) return std::nullopt;
+    g.strides[d] = p.lhs_dilation[d];
+    g.dilation[d] = p.rhs_dilation[d];
+    g.padding_lo[d] = lo;
+    g.padding_hi[d] = hi;
+  }
+  return g;
+}
+
+// `data` in f32: itself for f32, else converted into `scratch`.
+template <typename Element>
+const float* f32_data(const Buffer& buffer, std::vector<float>& scratch) {
+  return as_compute<Element>(buffer.data<typename Element::Storage>(), buffer.num_elements(),
+                             scratch);
+}
+
+// The flipped, feature-swapped kernel [KH, KW, O, C] of an lhs-dilated conv as its forward
+// conv's HWIO kernel [KH, KW, C, O], in f32 (backward_data_geometry).
+template <typename Element>
+std::vector<float> forward_kernel_of(const Buffer& rhs) {
+  const int64_t kernel_h = rhs.shape[0], kernel_w = rhs.shape[1];
+  const int64_t in = rhs.shape[2], out = rhs.shape[3];  // O, C of the forward
+  const auto* flipped = rhs.data<typename Element::Storage>();
+  std::vector<float> kernel(rhs.num_elements());
+  for (int64_t kh = 0; kh < kernel_h; ++kh) {
+    for (int64_t kw = 0; kw < kernel_w; ++kw) {
+      const auto* source = flipped + ((kernel_h - 1 - kh) * kernel_w + (kernel_w - 1 - kw)) * in * out;
+      float* target = kernel.data() + (kh * kernel_w + kw) * out * in;
+      for (int64_t o = 0; o < in; ++o) {
+        for (int64_t c = 0; c < out; ++c) target[c * in + o] = Element::load(source[o * out + c]);
+      }
+    }
+  }
+  return kernel;
+}
+
+// oneDNN's forward pass where it takes the conv, else its backward data pass where that
+// expresses it (backward_data_geometry); elsewhere an lhs-dilated input goes through the
+// scatter formulation, any other through im2col.
 Buffer conv_kernel(const Buffer& lhs, const Buffer& rhs, const ConvParams& p) {
-  Buffer out = gemm_output(conv_abstract_eval({lhs.dtype, lhs.shape}, {rhs.dtype, rhs.shape}, p));
+  const ir::AbstractValue type =
+      conv_abstract_eval({lhs.dtype, lhs.shape}, {rhs.dtype, rhs.shape}, p);
+  const bool onednn = runs_on_onednn(lhs.dtype);
+  const std::optional<OneDnnConvGeometry> forward =
+      onednn ? forward_geometry(lhs.shape, rhs.shape, type.shape, p) : std::nullopt;
+  const std::optional<OneDnnConvGeometry> backward_data =
+      onednn && !forward ? backward_data_geometry(lhs.shape, rhs.shape, type.shape, p)
+                         : std::nullopt;
+  // im2col's gemm and oneDNN write every output element; the scatter kernel adds into them.
+  const bool scatter = is_lhs_dilated(p) && !backward_data;
+  Buffer out = kernel_output(type, scatter || lhs.num_elements() == 0 || rhs.num_elements() == 0);
   if (has_no_products(out, lhs, rhs)) return out;
   dispatch_float(lhs.dtype, [&](auto element) {
     using Element = decltype(element);
-    if (is_lhs_dilated(p)) {
+    if constexpr (std::is_same_v<typename Element::Compute, float>) {
+      if (forward || backward_data) {
+        std::vector<float> lhs_f32, rhs_f32;
+        const float* lhs_data = f32_data<Element>(lhs, lhs_f32);
+        Accumulator<Element> result(out);
+        if (forward) {
+          onednn_conv_forward(*forward, lhs_data, f32_data<Element>(rhs, rhs_f32), result.data());
+        } else {
+          rhs_f32 = forward_kernel_of<Element>(rhs);
+          onednn_conv_backward_data(*backward_data, lhs_data, rhs_f32.data(), result.data());
+        }
+        result.finish();
+        return;
+      }
+    }
+    if (scatter) {
       scatter_conv<Element>(lhs, rhs, p, out);
     } else {
       im2col_conv<Element>(lhs, rhs, p, out);
@@ -536,12 +685,30 @@ std::vector<Array> transpose_rhs_vjp(const ir::VjpArgs& args) {
           args.needs(1) ? conv_with(lhs, ct, p) : Array()};
 }
 
+// On oneDNN's backward weights pass where it runs the forward conv, else patches^T @ g.
 Buffer transpose_rhs_buffer(const Buffer& lhs, const Buffer& g, const ir::Params& params) {
-  Buffer rhs_ct =
-      gemm_output(transpose_rhs_abstract_eval({lhs.dtype, lhs.shape}, {g.dtype, g.shape}, params));
+  const ir::AbstractValue type =
+      transpose_rhs_abstract_eval({lhs.dtype, lhs.shape}, {g.dtype, g.shape}, params);
+  const ConvParams p = ConvParams::from(params);
+  const std::optional<OneDnnConvGeometry> geometry =
+      runs_on_onednn(lhs.dtype) ? forward_geometry(lhs.shape, type.shape, g.shape, p)
+                                : std::nullopt;
+  // oneDNN writes every element; the gemms add into a zero-filled output.
+  Buffer rhs_ct = kernel_output(type, !geometry || lhs.num_elements() == 0 || g.num_elements() == 0);
   if (has_no_products(rhs_ct, lhs, g)) return rhs_ct;
   dispatch_float(lhs.dtype, [&](auto element) {
-    transpose_rhs_kernel<decltype(element)>(lhs, g, ConvParams::from(params), rhs_ct);
+    using Element = decltype(element);
+    if constexpr (std::is_same_v<typename Element::Compute, float>) {
+      if (geometry) {
+        std::vector<float> lhs_f32, g_f32;
+        Accumulator<Element> result(rhs_ct);
+        onednn_conv_backward_weights(*geometry, f32_data<Element>(lhs, lhs_f32),
+                                     f32_data<Element>(g, g_f32), result.data());
+        result.finish();
+        return;
+      }
+    }
+    transpose_rhs_kernel<Element>(lhs, g, p, rhs_ct);
   });
   return rhs_ct;
 }
