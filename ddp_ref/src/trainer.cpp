@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "case_model.h"
+#include "evaluation.h"
 #include "held_state.h"
 #include "memory_meter.h"
 #include "model.h"
@@ -22,8 +23,6 @@ namespace parity::ddp_ref {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-constexpr int64_t kEvalChunkRows = 1000;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -444,17 +443,9 @@ std::optional<ProducerSummary> RankTrainer::run() {
 
 void RankTrainer::evaluate(ProducerSummary& summary) {
   const TrainingData& data = *context_.data;
+  // Eval mode: BatchNorm normalises with its running statistics, dropout is off.
+  const torch::Tensor outputs = evaluation_outputs(*model_, data.test_features);
   torch::NoGradGuard no_grad;
-  // Eval mode: BatchNorm normalises with its running statistics, dropout is off. The test set
-  // goes through in chunks (a CNN's activations of all of it at once take gigabytes); each
-  // row's output does not depend on the others, and the loss is taken over all of them.
-  model_->eval();
-  std::vector<torch::Tensor> chunks;
-  for (int64_t start = 0; start < data.test.num_samples; start += kEvalChunkRows) {
-    const int64_t rows = std::min(kEvalChunkRows, data.test.num_samples - start);
-    chunks.push_back(model_->forward(data.test_features.narrow(0, start, rows)));
-  }
-  auto outputs = torch::cat(chunks);
   // The test loss is the plain cross-entropy, as the engine's and the Flax examples' eval_step
   // (label_smoothing=0.0) compute it: it measures the model, not the training targets.
   ModelSpec unsmoothed = spec_.model;

@@ -16,6 +16,7 @@
 #include "pmap_engine/ops.h"
 #include "pmap_engine/random.h"
 #include "pmap_engine/random_ops.h"
+#include "pmap_engine/shard_map.h"
 #include "programs/checkpoint.h"
 
 namespace parity::engine_trainer {
@@ -304,26 +305,49 @@ MemoryReport EngineTrainer::memory_report(const std::vector<double>& peaks) cons
 }
 
 // The model's outputs for the test inputs x [N, D]: a widths model's in one batch; a layers
-// model's in evaluation mode (device 0's running statistics) with a jitted eval step, a batch at
-// a time, as a Flax user's eval loop goes through the test set (a CNN's activations for all of
-// it at once would take gigabytes).
+// model's in evaluation mode (device 0's parameters and running statistics) with an eval step
+// a batch of kEvalBatch rows at a time, as a Flax user's eval loop goes through the test set (a
+// CNN's activations for all of it at once would take gigabytes). The batches run side by side
+// on this process's devices, one batch per device, as a JAX user would shard the eval step over
+// them: shard_map(eval_step, mesh, in_specs=(P(), P(), P('batch')), out_specs=P('batch'))
+// (jax/_src/shard_map.py). Each device runs the same per-batch program as a single-device jit
+// would, so a row's output does not depend on how many devices share the work.
 pe::Array EngineTrainer::test_outputs(const pe::Tree& params, const pe::Array& x) const {
   if (!signature_.has_model_state()) return mlp_forward(spec_.model, params, x);
   constexpr int64_t kEvalBatch = 1000;
   const ModelSpec model = spec_.model;
-  const pe::Jitted eval_step = pe::jit(
-      [model](const std::vector<pe::Tree>& args) {
-        return pe::Tree(
-            layer_model_apply(model, args[0], args[1], args[2].leaf(), /*train=*/false).outputs);
-      },
-      {}, "eval_step");
+  const pe::TreeFunction eval_step = [model](const std::vector<pe::Tree>& args) {
+    return pe::Tree(
+        layer_model_apply(model, args[0], args[1], args[2].leaf(), /*train=*/false).outputs);
+  };
+  const pe::DeviceSet devices(static_cast<int>(placement_->local_devices));
+  const pe::PartitionSpec replicated;
+  const pe::PartitionSpec split{{"batch"}};
+  std::map<int64_t, pe::ShardMapped> on_devices;  // by mesh size: traced once each
   const pe::Tree batch_stats = device_batch_stats(0);
   const int64_t num_samples = x.shape()[0];
   std::vector<pe::Array> outputs;
-  for (int64_t first = 0; first < num_samples; first += kEvalBatch) {
-    const int64_t last = std::min(num_samples, first + kEvalBatch);
-    const pe::Array batch = pe::slice(x, {first, 0}, {last, x.shape()[1]});
-    outputs.push_back(eval_step({params, batch_stats, batch}).leaf());
+  // `batches` batches of `rows` rows from row `first`, one per device.
+  const auto run = [&](int64_t first, int64_t batches, int64_t rows) {
+    auto found = on_devices.find(batches);
+    if (found == on_devices.end()) {
+      const pe::Mesh mesh(devices, {{"batch", batches}});
+      found = on_devices
+                  .emplace(batches, pe::shard_map(eval_step, mesh,
+                                                  {{replicated, replicated, split}, {split}}))
+                  .first;
+    }
+    const pe::Array block = pe::slice(x, {first, 0}, {first + batches * rows, x.shape()[1]});
+    outputs.push_back(found->second({params, batch_stats, pe::Tree(block)}).leaf());
+  };
+  const int64_t full_batches = num_samples / kEvalBatch;
+  for (int64_t batch = 0; batch < full_batches;) {
+    const int64_t batches = std::min<int64_t>(devices.size(), full_batches - batch);
+    run(batch * kEvalBatch, batches, kEvalBatch);
+    batch += batches;
+  }
+  if (num_samples % kEvalBatch != 0) {
+    run(full_batches * kEvalBatch, 1, num_samples % kEvalBatch);
   }
   return pe::concatenate(outputs, 0);
 }

@@ -2,7 +2,9 @@
 // records device 0's BatchNorm statistics beside its parameters and gradients under the Flax
 // names, the statistics are Flax's running average over the batches device 0 read (computed
 // here by hand from the sampler's plan), the replicas' parameters agree, and the model is
-// evaluated in evaluation mode on the test set.
+// evaluated in evaluation mode on the test set: its test loss is that of one forward of the
+// whole test set with device 0's final parameters and statistics, though the trainer sends
+// its batches through both devices.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +15,10 @@
 #include "parity/common/init_params.h"
 #include "parity/common/run_dir.h"
 #include "parity/common/tensor_file.h"
+#include "models/layer_model.h"
+#include "parity/engine_trainer/case_model.h"
 #include "parity/engine_trainer/engine_trainer.h"
+#include "pmap_engine/ops.h"
 
 namespace parity::engine_trainer {
 namespace {
@@ -31,6 +36,29 @@ const char* kLayers =
 const char* kSections =
     "[parallel]\nreplicas = 2\n\n[data]\nper_replica_batch = 16\n\n"
     "[train]\nsteps = 3\noptimizer = \"sgd\"\nlr = 0.1\nmomentum = 0.9\nrecord_steps = [0, -1]\n";
+
+// The tensors recorded under `prefix` ("params/"), named without it.
+NamedTensors recorded_under(const NamedTensors& tensors, const std::string& prefix) {
+  NamedTensors out;
+  for (const auto& [name, tensor] : tensors) {
+    if (name.rfind(prefix, 0) == 0) out.emplace(name.substr(prefix.size()), tensor);
+  }
+  return out;
+}
+
+// The mean cross-entropy of the test set in one forward, from the recorded final tensors.
+double test_loss_in_one_batch(const CaseSpec& spec, const NamedTensors& tensors) {
+  const std::string separator = name_separator(spec.model);
+  const pe::Tree params = params_from_tensors(recorded_under(tensors, "params/"), separator);
+  const pe::Tree stats = params_from_tensors(recorded_under(tensors, "batch_stats/"), separator);
+  const Dataset test = load_case_dataset(spec, "test");
+  const pe::Array x =
+      pe::Array::from_floats({test.num_samples, test.feature_dim}, test.features);
+  const pe::Array y = pe::Array::from_ints(
+      {test.num_samples}, std::vector<int32_t>(test.labels.begin(), test.labels.end()));
+  const pe::Array outputs = layer_model_apply(spec.model, params, stats, x, false).outputs;
+  return pe::mean(pe::softmax_cross_entropy_with_integer_labels(outputs, y)).item();
+}
 
 TEST(LayerTrainer, RecordsDeviceZerosRunningStatisticsAndEvaluatesWithThem) {
   parity::testing::TempDir dir;
@@ -78,6 +106,9 @@ TEST(LayerTrainer, RecordsDeviceZerosRunningStatisticsAndEvaluatesWithThem) {
   }
   EXPECT_NEAR(tensors.at("batch_stats/BatchNorm_0/mean").data_as<float>()[0], mean, 1e-5);
   EXPECT_NEAR(tensors.at("batch_stats/BatchNorm_0/var").data_as<float>()[0], var, 1e-5);
+
+  const double test_loss = test_loss_in_one_batch(spec, tensors);
+  EXPECT_NEAR(run.info.results.at("test_loss"), test_loss, 1e-6 * test_loss);
 }
 
 }  // namespace
