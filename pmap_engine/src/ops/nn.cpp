@@ -47,7 +47,7 @@ std::vector<ir::AbstractValue> floating_unary_type(const char* op,
 // double for f64), so f32 results are what the float overloads of <cmath> give.
 template <typename Fn>
 std::vector<Buffer> map_floating(const Buffer& in, Fn fn) {
-  Buffer out = Buffer::allocate(in.dtype, in.shape);
+  Buffer out = Buffer::allocate_uninitialized(in.dtype, in.shape);  // written in full
   dispatch_float(in.dtype, [&](auto element) {
     using E = decltype(element);
     const auto* x = in.data<typename E::Storage>();

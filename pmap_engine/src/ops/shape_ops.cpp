@@ -85,7 +85,7 @@ std::vector<int64_t> inverse_permutation(const std::vector<int64_t>& permutation
 Buffer transpose_kernel(const Buffer& x, const std::vector<int64_t>& permutation) {
   Shape out_shape;
   for (int64_t axis : permutation) out_shape.push_back(x.shape[static_cast<size_t>(axis)]);
-  Buffer out = Buffer::allocate(x.dtype, out_shape);
+  Buffer out = Buffer::allocate_uninitialized(x.dtype, out_shape);  // written in full
   const std::vector<int64_t> x_strides = row_major_strides(x.shape);
   StridedView source;
   for (int64_t axis : permutation) source.strides.push_back(x_strides[static_cast<size_t>(axis)]);
@@ -127,7 +127,7 @@ Buffer concatenate_kernel(const std::vector<const Buffer*>& operands, int64_t di
   for (const Buffer* operand : operands) {
     out_shape[static_cast<size_t>(dimension)] += operand->shape[static_cast<size_t>(dimension)];
   }
-  Buffer out = Buffer::allocate(operands.front()->dtype, out_shape);
+  Buffer out = Buffer::allocate_uninitialized(operands.front()->dtype, out_shape);  // in full
   StridedView destination = whole(out_shape);
   for (const Buffer* operand : operands) {
     strided_copy(operand->shape, operand->bytes->data(), whole(operand->shape), out.bytes->data(),
@@ -304,7 +304,7 @@ Shape sliced_shape(DType dtype, const Shape& shape, const std::vector<int64_t>& 
 // x: [d_i] -> out: [limit_i - start_i]
 Buffer slice_kernel(const Buffer& x, const std::vector<int64_t>& start,
                     const std::vector<int64_t>& limit) {
-  Buffer out = Buffer::allocate(x.dtype, sliced_shape(x.dtype, x.shape, start, limit));
+  Buffer out = Buffer::allocate_uninitialized(x.dtype, sliced_shape(x.dtype, x.shape, start, limit));
   StridedView source = whole(x.shape);
   for (size_t d = 0; d < start.size(); ++d) source.offset += start[d] * source.strides[d];
   strided_copy(out.shape, x.bytes->data(), source, out.bytes->data(), whole(out.shape),
@@ -454,7 +454,7 @@ std::vector<std::byte> element_bytes(DType dtype, double value) {
 // x: [.., N, ..], indices: [.., M, ..] -> out: [.., M, ..]
 Buffer take_along_axis_kernel(const Buffer& x, const Buffer& indices, int64_t axis,
                               double fill_value) {
-  Buffer out = Buffer::allocate(x.dtype, indices.shape);
+  Buffer out = Buffer::allocate_uninitialized(x.dtype, indices.shape);  // every element: a value or the fill
   const size_t element_num_bytes = dtype_num_bytes(x.dtype);
   const std::vector<std::byte> fill = element_bytes(x.dtype, fill_value);
   const int64_t axis_stride = row_major_strides(x.shape)[static_cast<size_t>(axis)];
@@ -495,7 +495,7 @@ Buffer scatter_add_kernel(const Buffer& operand, const Buffer& indices, const Bu
                               sums[static_cast<size_t>(row_start[0] + position * axis_stride)];
                           sum_at = wrapping_add(sum_at, Element::load(update_values[flat_index]));
                         });
-    Buffer out = Buffer::allocate(operand.dtype, operand.shape);
+    Buffer out = Buffer::allocate_uninitialized(operand.dtype, operand.shape);  // in full
     Storage* out_values = out.data<Storage>();
     for (size_t i = 0; i < sums.size(); ++i) out_values[i] = Element::store(sums[i]);
     return out;
