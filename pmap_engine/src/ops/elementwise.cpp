@@ -604,8 +604,11 @@ std::vector<Array> select_n_vjp(const VjpArgs& args) {
 template <bool kScalar0, bool kScalar1>
 __attribute__((always_inline)) inline void select_rows(const float* which, const float* case0,
                                                        const float* case1, float* out, size_t n) {
+  // Both cases are read whatever `which` says, so that the loop is a branch-free blend.
   for (size_t i = 0; i < n; ++i) {
-    out[i] = which[i] != 0.0f ? case1[kScalar1 ? 0 : i] : case0[kScalar0 ? 0 : i];
+    const float if_false = case0[kScalar0 ? 0 : i];
+    const float if_true = case1[kScalar1 ? 0 : i];
+    out[i] = which[i] != 0.0f ? if_true : if_false;
   }
 }
 
