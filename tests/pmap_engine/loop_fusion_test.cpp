@@ -134,5 +134,122 @@ TEST(LoopFusion, ADonatedInputIsOverwrittenInPlaceByTheLoop) {
   expect_same_bits(in_place, reference);
 }
 
+// Per-row and per-feature statistics read through views, not materialised: LayerNorm's
+// [B, T] -> [B, T, D] (a broadcast_in_dim inside the loop), a [B, T, 1] operand that the
+// element-wise op itself stretches, and BatchNorm's [C] -> [B, H, W, C]. Rows of 10 and 6
+// elements straddle the 512-element blocks.
+TEST(LoopFusion, StatisticsAreReadThroughBroadcastViews) {
+  const TreeFunction layer_norm_like = [](const std::vector<Tree>& args) {
+    const Array& x = args[0].leaf();  // [B, T, D]
+    const Array row_mean = broadcast_in_dim(mean(x, {2}), x.shape(), {0, 1});
+    const Array row_max = max(x, {2}, /*keepdims=*/true);  // [B, T, 1]
+    return Tree((x - row_mean) * 3.0 + row_max);
+  };
+  const Array x = normal_array({7, 13, 10}, 10);
+  EXPECT_THAT(fusion_calls(layer_norm_like, {x}),
+              ::testing::ElementsAre("broadcast_in_dim,sub,mul,add"));
+  expect_same_bits(jit(layer_norm_like)({x}), op_by_op(layer_norm_like, {x}));
+
+  const TreeFunction batch_norm_like = [](const std::vector<Tree>& args) {
+    const Array& x = args[0].leaf();  // [B, H, W, C]
+    const Array& scale = args[1].leaf();  // [C]
+    return Tree(tanh(x * broadcast_in_dim(scale, x.shape(), {3})));
+  };
+  const Array images = normal_array({5, 9, 9, 6}, 11);
+  const Array scale = normal_array({6}, 12);
+  EXPECT_THAT(fusion_calls(batch_norm_like, {images, scale}),
+              ::testing::ElementsAre("broadcast_in_dim,mul,tanh"));
+  expect_same_bits(jit(batch_norm_like)({images, scale}),
+                   op_by_op(batch_norm_like, {images, scale}));
+}
+
+// A broadcast that an equation outside the group reads (here a reduction) is materialised where
+// it stands; the loop reads that value.
+TEST(LoopFusion, ABroadcastReadOutsideTheGroupStaysMaterialised) {
+  const TreeFunction f = [](const std::vector<Tree>& args) {
+    const Array& x = args[0].leaf();
+    const Array b = broadcast_in_dim(args[1].leaf(), x.shape(), {1});
+    return Tree::tuple({Tree((x + b) * 2.0), Tree(sum(b, {1}))});
+  };
+  const Array x = normal_array({40, 30}, 13);
+  const Array v = normal_array({30}, 14);
+  EXPECT_THAT(fusion_calls(f, {x, v}), ::testing::ElementsAre("add,mul"));
+  expect_same_bits(jit(f)({x, v}), op_by_op(f, {x, v}));
+}
+
+// jax.nn.relu and its VJP: the comparison, the broadcast zeros and select_n run in the loop,
+// the pred between them held as 0 or 1 in f32.
+TEST(LoopFusion, ReluAndItsGradientSelectInTheLoop) {
+  const TreeFunction loss = [](const std::vector<Tree>& args) {
+    return Tree(sum(relu(args[0].leaf()) * args[1].leaf()));
+  };
+  const TreeFunction gradient = grad(loss);
+  const Array x = normal_array({3, 700}, 15);
+  const Array w = normal_array({3, 700}, 16);
+  EXPECT_THAT(fusion_calls(gradient, {x, w}), ::testing::ElementsAre(
+                         "broadcast_in_dim,le,select_n,mul",
+                         "broadcast_in_dim,mul,mul,broadcast_in_dim,select_n,select_n"));
+  expect_same_bits(jit(gradient)({x, w}), op_by_op(gradient, {x, w}));
+}
+
+// Preds that cross the loop's edge: a bool argument read (converted to 0 or 1) and a
+// comparison's result stored as bool (a program output).
+TEST(LoopFusion, PredsEnterAndLeaveTheLoopAsBool) {
+  const TreeFunction f = [](const std::vector<Tree>& args) {
+    const Array& x = args[0].leaf();
+    const Array& keep = args[1].leaf();
+    const Array chosen = where(keep, x * 2.0, x + 1.0);
+    return Tree::tuple({Tree(chosen), Tree(greater(chosen, scalar_like(x, 0.5)))});
+  };
+  const Array x = normal_array({1111}, 17);
+  std::vector<double> keep_values(1111);
+  for (size_t i = 0; i < keep_values.size(); ++i) keep_values[i] = i % 3 == 0;
+  const Array keep = astype(Array::from_doubles({1111}, keep_values), DType::bool_);
+  EXPECT_THAT(fusion_calls(f, {x, keep}), ::testing::ElementsAre("add,mul,select_n,gt"));
+  expect_same_bits(jit(f)({x, keep}), op_by_op(f, {x, keep}));
+}
+
+// A bool result may take the storage of a dying f32 input of the same byte size, but here that
+// input is a row [1, N] that every row of the loop reads again: the output gets storage of its
+// own (else the second row of blocks would read the first's stored preds as the row's values).
+TEST(LoopFusion, AnOutputNeverOverwritesABroadcastOperandInPlace) {
+  JitOptions options;
+  options.donate_argnums = {0};
+  const TreeFunction f = [](const std::vector<Tree>& args) {
+    return Tree(greater(args[1].leaf(), args[0].leaf()));
+  };
+  const Array threshold = normal_array({1, 1024}, 18);  // 4096 bytes, as the bool [4, 1024]
+  const Array y = normal_array({4, 1024}, 19);
+  const Tree reference = op_by_op(f, {threshold, y});
+  Jitted step = jit(f, options);
+  expect_same_bits(step({Array::from_floats({1, 1024}, threshold.to_floats()), y}), reference);
+  EXPECT_EQ(step.last_execution().donated_reuses, 1);  // taken, then given up
+}
+
+// jax.nn.softmax: exp(x - max) in one loop reading the row maxima as a view, the division by the
+// row sums in another.
+TEST(LoopFusion, SoftmaxRunsItsElementwisePartsInLoops) {
+  const TreeFunction f = [](const std::vector<Tree>& args) {
+    return Tree(softmax(args[0].leaf(), -1));
+  };
+  const Array x = normal_array({4, 17, 23}, 20);
+  EXPECT_THAT(fusion_calls(f, {x}), ::testing::ElementsAre("sub,exp", "div"));
+  expect_same_bits(jit(f)({x}), op_by_op(f, {x}));
+}
+
+// The exact gelu (erfc) and sigmoid (logistic) compute in the loop what their kernels do over
+// the whole buffer; 1000 elements are two blocks, the second not full.
+TEST(LoopFusion, ErfcAndLogisticRunInTheLoop) {
+  const TreeFunction f = [](const std::vector<Tree>& args) {
+    const Array& x = args[0].leaf();
+    return Tree(gelu(x, /*approximate=*/false) + sigmoid(x * 3.0));
+  };
+  const Array x = normal_array({1000}, 21);
+  EXPECT_THAT(fusion_calls(f, {x}), ::testing::ElementsAre(::testing::AllOf(
+                                        ::testing::HasSubstr("erfc"),
+                                        ::testing::HasSubstr("logistic"))));
+  expect_same_bits(jit(f)({x}), op_by_op(f, {x}));
+}
+
 }  // namespace
 }  // namespace pmap_engine

@@ -11,7 +11,7 @@ namespace {
 
 template <typename T>
 Array from_values(DType dtype, Shape shape, const std::vector<T>& values) {
-  Buffer buffer = Buffer::allocate(dtype, std::move(shape));
+  Buffer buffer = Buffer::allocate_uninitialized(dtype, std::move(shape));  // copied in full
   if (values.size() != buffer.num_elements()) {
     throw EngineError("array of shape " + shape_to_string(buffer.shape) + " needs " +
                       std::to_string(buffer.num_elements()) + " values, got " +

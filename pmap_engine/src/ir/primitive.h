@@ -48,6 +48,7 @@ struct VjpArgs {
 // An element-wise primitive's f32 computation over a block of `n` elements, for loop fusion
 // (runtime/loop_fusion.h): operand i is operands[i][0 .. n), or the single value operands[i][0]
 // where scalar[i]. It computes exactly what the kernel computes for f32, element for element.
+// A pred (bool) operand or result is 0 or 1 in f32 there (comparisons, select_n's predicate).
 using F32Block = void (*)(const float* const* operands, const bool* scalar, float* out, size_t n);
 
 struct Primitive {
@@ -61,6 +62,8 @@ struct Primitive {
   bool elementwise = false;
   // Set for the element-wise primitives without params that loop fusion may fuse in f32.
   F32Block f32_block = nullptr;
+  // Where not 0, the only operand count f32_block takes (select_n's: a predicate, two cases).
+  size_t f32_block_arity = 0;
   // Collectives (psum, all_gather, axis_index, ...) compute every device's outputs from every
   // device's inputs along a mapped axis, in device order: per_device_inputs[d][i] is input i
   // on device d; the result is [d][output]. `kernel` stays null for them. They run only

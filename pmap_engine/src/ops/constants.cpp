@@ -18,6 +18,7 @@
 #include "ir/trace.h"
 #include "ir/varying_axes.h"
 #include "ops/broadcasting.h"
+#include "ops/broadcast_read.h"
 #include "ops/kernel_util.h"
 #include "pmap_engine/ops.h"
 
@@ -46,7 +47,7 @@ void check_dimensions_nonnegative(const char* op, const Shape& shape) {
 
 // Copies a buffer's elements into a new buffer of another shape (same element count).
 Buffer copy_as(const Buffer& input, const Shape& shape) {
-  Buffer output = Buffer::allocate(input.dtype, shape);
+  Buffer output = Buffer::allocate_uninitialized(input.dtype, shape);
   if (input.num_bytes() > 0) std::memcpy(output.bytes->data(), input.bytes->data(), input.num_bytes());
   return output;
 }
@@ -86,16 +87,12 @@ std::vector<Buffer> broadcast_in_dim_kernel(const std::vector<const Buffer*>& in
                                             const Params& params) {
   const Buffer& operand = *in[0];
   const Shape& shape = params.ints("shape");
-  Buffer output = Buffer::allocate(operand.dtype, shape);
-  std::array<std::vector<int64_t>, 1> strides = {
-      broadcast_strides(operand.shape, shape, params.ints("broadcast_dimensions"))};
+  Buffer output = Buffer::allocate_uninitialized(operand.dtype, shape);  // written in full
+  const BroadcastRead view(shape,
+                           broadcast_strides(operand.shape, shape, params.ints("broadcast_dimensions")));
   dispatch_width(operand.dtype, [&](auto width) {
     using T = typename decltype(width)::Storage;
-    const T* source = operand.data<T>();
-    T* target = output.data<T>();
-    for_each_strided(shape, strides, [&](size_t flat, const std::array<int64_t, 1>& offsets) {
-      target[flat] = source[offsets[0]];
-    });
+    view.read(operand.data<T>(), 0, output.num_elements(), output.data<T>(), [](T x) { return x; });
   });
   return {output};
 }
@@ -190,7 +187,7 @@ std::vector<AbstractValue> convert_element_type_abstract_eval(
 std::vector<Buffer> convert_element_type_kernel(const std::vector<const Buffer*>& in,
                                                 const Params& params) {
   const Buffer& x = *in[0];
-  Buffer output = Buffer::allocate(params.dtype("new_dtype"), x.shape);
+  Buffer output = Buffer::allocate_uninitialized(params.dtype("new_dtype"), x.shape);  // in full
   size_t num_elements = x.num_elements();
   dispatch_all(x.dtype, [&](auto from) {
     using From = decltype(from);
@@ -243,7 +240,7 @@ std::vector<AbstractValue> iota_abstract_eval(const std::vector<AbstractValue>& 
 
 std::vector<Buffer> iota_kernel(const std::vector<const Buffer*>&, const Params& params) {
   const Shape& shape = params.ints("shape");
-  Buffer output = Buffer::allocate(params.dtype("dtype"), shape);
+  Buffer output = Buffer::allocate_uninitialized(params.dtype("dtype"), shape);  // in full
   AxisSplit split = split_at_axis(shape, params.integer("dimension"));
   dispatch_numeric(output.dtype, [&](auto element) {
     using E = decltype(element);

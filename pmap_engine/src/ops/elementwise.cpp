@@ -366,6 +366,9 @@ const ir::Primitive* register_comparison(const std::string& name, Fn fn) {
       return binary_map<E, BoolElement>(*in[0], *in[1], fn);
     })};
   };
+  // In a fused loop the result is a pred held as 1 or 0 in f32 (the bool converts).
+  F32Blocks<Fn>::fn.emplace(fn);
+  primitive.f32_block = cpu_has_avx2() ? &F32Blocks<Fn>::binary_avx2 : &F32Blocks<Fn>::binary;
   return ir::register_primitive(std::move(primitive));
 }
 
@@ -556,7 +559,7 @@ std::vector<Buffer> select_n_kernel(const std::vector<const Buffer*>& in, const 
   const Buffer& which = *in[0];
   const Buffer& first_case = *in[1];
   const size_t num_cases = in.size() - 1;
-  Buffer output = Buffer::allocate(first_case.dtype, first_case.shape);
+  Buffer output = Buffer::allocate_uninitialized(first_case.dtype, first_case.shape);  // in full
   size_t num_elements = output.num_elements();
   bool scalar_which = which.shape.empty();
   auto chosen = [&](size_t i) -> size_t {
@@ -595,8 +598,56 @@ std::vector<Array> select_n_vjp(const VjpArgs& args) {
   return cotangents;
 }
 
-const ir::Primitive* kSelectN = ir::register_primitive(
-    {"select_n", select_n_abstract_eval, select_n_kernel, select_n_vjp});
+// select_n's F32Block (ir/primitive.h) for a pred `which` and two cases, as loop fusion runs it
+// (a pred is 0 or 1 in f32 there): case1 where which is nonzero, else case0, each value copied
+// as it is, as select_n_kernel does. kScalar0/1: whether that case is one value for all.
+template <bool kScalar0, bool kScalar1>
+__attribute__((always_inline)) inline void select_rows(const float* which, const float* case0,
+                                                       const float* case1, float* out, size_t n) {
+  // Both cases are read whatever `which` says, so that the loop is a branch-free blend.
+  for (size_t i = 0; i < n; ++i) {
+    const float if_false = case0[kScalar0 ? 0 : i];
+    const float if_true = case1[kScalar1 ? 0 : i];
+    out[i] = which[i] != 0.0f ? if_true : if_false;
+  }
+}
+
+__attribute__((always_inline)) inline void select_n_loops(const float* const* in,
+                                                          const bool* scalar, float* out,
+                                                          size_t n) {
+  if (scalar[0]) {  // one predicate: the chosen case throughout
+    const size_t chosen = in[0][0] != 0.0f ? 2 : 1;
+    if (scalar[chosen]) {
+      std::fill(out, out + n, in[chosen][0]);
+    } else {
+      std::copy(in[chosen], in[chosen] + n, out);
+    }
+  } else if (!scalar[1] && !scalar[2]) {
+    select_rows<false, false>(in[0], in[1], in[2], out, n);
+  } else if (scalar[1] && !scalar[2]) {
+    select_rows<true, false>(in[0], in[1], in[2], out, n);
+  } else if (!scalar[1]) {
+    select_rows<false, true>(in[0], in[1], in[2], out, n);
+  } else {
+    select_rows<true, true>(in[0], in[1], in[2], out, n);
+  }
+}
+
+void select_n_f32_block(const float* const* in, const bool* scalar, float* out, size_t n) {
+  select_n_loops(in, scalar, out, n);
+}
+__attribute__((target("avx2"))) void select_n_f32_block_avx2(const float* const* in,
+                                                             const bool* scalar, float* out,
+                                                             size_t n) {
+  select_n_loops(in, scalar, out, n);
+}
+
+const ir::Primitive* kSelectN = [] {
+  ir::Primitive primitive{"select_n", select_n_abstract_eval, select_n_kernel, select_n_vjp};
+  primitive.f32_block = cpu_has_avx2() ? &select_n_f32_block_avx2 : &select_n_f32_block;
+  primitive.f32_block_arity = 3;  // a pred `which` and two cases
+  return ir::register_primitive(std::move(primitive));
+}();
 
 // --- public-function helpers --------------------------------------------------------------
 

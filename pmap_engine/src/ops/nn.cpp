@@ -15,10 +15,12 @@
 // internal::cos_for_schedules).
 //
 // Dimension legend: B batch, K classes, ... any leading dimensions.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "ir/primitive.h"
 #include "ops/kernel_util.h"
@@ -47,7 +49,7 @@ std::vector<ir::AbstractValue> floating_unary_type(const char* op,
 // double for f64), so f32 results are what the float overloads of <cmath> give.
 template <typename Fn>
 std::vector<Buffer> map_floating(const Buffer& in, Fn fn) {
-  Buffer out = Buffer::allocate(in.dtype, in.shape);
+  Buffer out = Buffer::allocate_uninitialized(in.dtype, in.shape);  // written in full
   dispatch_float(in.dtype, [&](auto element) {
     using E = decltype(element);
     const auto* x = in.data<typename E::Storage>();
@@ -57,11 +59,35 @@ std::vector<Buffer> map_floating(const Buffer& in, Fn fn) {
   return {out};
 }
 
+// A unary primitive's F32Block (ir/primitive.h) for loop fusion, from the function its kernel
+// applies to an f32 buffer (`compute(in, out, n)`).
+template <void (*compute)(const float*, float*, size_t)>
+void unary_f32_block(const float* const* operands, const bool* scalar, float* out, size_t n) {
+  if (!scalar[0]) {
+    compute(operands[0], out, n);
+    return;
+  }
+  compute(operands[0], out, 1);
+  std::fill(out + 1, out + n, out[0]);
+}
+
+// std::erfc of each f32 value, as map_floating computes it for f32.
+void erfc_f32(const float* in, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = std::erfc(in[i]);
+}
+
+// Registers `primitive` with the F32Block that runs `compute` for loop fusion.
+template <void (*compute)(const float*, float*, size_t)>
+const ir::Primitive* register_with_f32_block(ir::Primitive primitive) {
+  primitive.f32_block = &unary_f32_block<compute>;
+  return ir::register_primitive(std::move(primitive));
+}
+
 // lax.logistic: 1 / (1 + exp(-x)), the expression XLA's LogisticExpander rewrites it to on CPU:
 // in f32 (and bf16/f16, computed in f32 and rounded once) with XLA's own exp
 // (xla_math::logistic_f32), in f64 with <cmath>. VJP: the transpose of lax.py's default JVP
 // g * (ans * (1 - ans)).
-const ir::Primitive* kLogistic = ir::register_primitive({
+const ir::Primitive* kLogistic = register_with_f32_block<xla_math::logistic_f32>({
     "logistic",
     [](const std::vector<ir::AbstractValue>& in, const ir::Params&) {
       return floating_unary_type("logistic", in);
@@ -90,7 +116,7 @@ const ir::Primitive* kLogistic = ir::register_primitive({
 });
 
 // lax.erfc. VJP (jax/_src/lax/special.py): d erfc(x)/dx = -2/sqrt(pi) exp(-x^2).
-const ir::Primitive* kErfc = ir::register_primitive({
+const ir::Primitive* kErfc = register_with_f32_block<erfc_f32>({
     "erfc",
     [](const std::vector<ir::AbstractValue>& in, const ir::Params&) {
       return floating_unary_type("erfc", in);

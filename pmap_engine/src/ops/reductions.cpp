@@ -97,7 +97,7 @@ Buffer reduce_kernel(const Buffer& x, const std::vector<int64_t>& axes,
                      typename Element::Compute init, Combine combine) {
   using Compute = typename Element::Compute;
   using Storage = typename Element::Storage;
-  Buffer out = Buffer::allocate(x.dtype, reduced_shape("reduce", x.dtype, x.shape, axes));
+  Buffer out = Buffer::allocate_uninitialized(x.dtype, reduced_shape("reduce", x.dtype, x.shape, axes));
   // Not a std::vector: bool accumulators (reduce_max of bool) need real references.
   const size_t num_groups = out.num_elements();
   std::unique_ptr<Compute[]> accumulators(new Compute[num_groups]);

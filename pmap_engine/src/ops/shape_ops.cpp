@@ -45,16 +45,36 @@ struct StridedView {
   std::vector<int64_t> strides;
 };
 
+// Element by element as T, an unsigned integer of the element's size (dispatch_width: bits
+// copied as they are): a copy the compiler inlines, row by row along the region's last dimension.
+template <typename T>
+void strided_copy_as(const Shape& region, const T* source, const StridedView& from, T* destination,
+                     const StridedView& to) {
+  if (region.empty()) {
+    destination[to.offset] = source[from.offset];
+    return;
+  }
+  const int64_t row = region.back();
+  const int64_t from_step = from.strides.back();
+  const int64_t to_step = to.strides.back();
+  const Shape rows(region.begin(), region.end() - 1);
+  const std::array<std::vector<int64_t>, 2> row_strides = {
+      std::vector<int64_t>(from.strides.begin(), from.strides.end() - 1),
+      std::vector<int64_t>(to.strides.begin(), to.strides.end() - 1)};
+  for_each_strided<2>(rows, row_strides, [&](size_t, const std::array<int64_t, 2>& offsets) {
+    const T* in = source + from.offset + offsets[0];
+    T* out = destination + to.offset + offsets[1];
+    for (int64_t i = 0; i < row; ++i) out[i * to_step] = in[i * from_step];
+  });
+}
+
 void strided_copy(const Shape& region, const std::byte* source_bytes, const StridedView& source,
-                  std::byte* destination_bytes, const StridedView& destination,
-                  size_t element_num_bytes) {
-  for_each_strided<2>(region, {source.strides, destination.strides},
-                      [&](size_t, const std::array<int64_t, 2>& offsets) {
-                        const size_t from = static_cast<size_t>(source.offset + offsets[0]);
-                        const size_t to = static_cast<size_t>(destination.offset + offsets[1]);
-                        std::memcpy(destination_bytes + to * element_num_bytes,
-                                    source_bytes + from * element_num_bytes, element_num_bytes);
-                      });
+                  std::byte* destination_bytes, const StridedView& destination, DType dtype) {
+  dispatch_width(dtype, [&](auto width) {
+    using T = typename decltype(width)::Storage;
+    strided_copy_as(region, reinterpret_cast<const T*>(source_bytes), source,
+                    reinterpret_cast<T*>(destination_bytes), destination);
+  });
 }
 
 StridedView whole(const Shape& shape) { return {0, row_major_strides(shape)}; }
@@ -85,12 +105,12 @@ std::vector<int64_t> inverse_permutation(const std::vector<int64_t>& permutation
 Buffer transpose_kernel(const Buffer& x, const std::vector<int64_t>& permutation) {
   Shape out_shape;
   for (int64_t axis : permutation) out_shape.push_back(x.shape[static_cast<size_t>(axis)]);
-  Buffer out = Buffer::allocate(x.dtype, out_shape);
+  Buffer out = Buffer::allocate_uninitialized(x.dtype, out_shape);  // written in full
   const std::vector<int64_t> x_strides = row_major_strides(x.shape);
   StridedView source;
   for (int64_t axis : permutation) source.strides.push_back(x_strides[static_cast<size_t>(axis)]);
   strided_copy(out_shape, x.bytes->data(), source, out.bytes->data(), whole(out_shape),
-               dtype_num_bytes(x.dtype));
+               x.dtype);
   return out;
 }
 
@@ -127,11 +147,11 @@ Buffer concatenate_kernel(const std::vector<const Buffer*>& operands, int64_t di
   for (const Buffer* operand : operands) {
     out_shape[static_cast<size_t>(dimension)] += operand->shape[static_cast<size_t>(dimension)];
   }
-  Buffer out = Buffer::allocate(operands.front()->dtype, out_shape);
+  Buffer out = Buffer::allocate_uninitialized(operands.front()->dtype, out_shape);  // in full
   StridedView destination = whole(out_shape);
   for (const Buffer* operand : operands) {
     strided_copy(operand->shape, operand->bytes->data(), whole(operand->shape), out.bytes->data(),
-                 destination, dtype_num_bytes(out.dtype));
+                 destination, out.dtype);
     destination.offset += operand->shape[static_cast<size_t>(dimension)] *
                           destination.strides[static_cast<size_t>(dimension)];
   }
@@ -228,7 +248,7 @@ Buffer pad_kernel(const Buffer& x, const std::vector<int64_t>& low,
   StridedView destination = whole(out.shape);
   for (size_t d = 0; d < low.size(); ++d) destination.offset += low[d] * destination.strides[d];
   strided_copy(x.shape, x.bytes->data(), whole(x.shape), out.bytes->data(), destination,
-               dtype_num_bytes(x.dtype));
+               x.dtype);
   return out;
 }
 
@@ -304,11 +324,11 @@ Shape sliced_shape(DType dtype, const Shape& shape, const std::vector<int64_t>& 
 // x: [d_i] -> out: [limit_i - start_i]
 Buffer slice_kernel(const Buffer& x, const std::vector<int64_t>& start,
                     const std::vector<int64_t>& limit) {
-  Buffer out = Buffer::allocate(x.dtype, sliced_shape(x.dtype, x.shape, start, limit));
+  Buffer out = Buffer::allocate_uninitialized(x.dtype, sliced_shape(x.dtype, x.shape, start, limit));
   StridedView source = whole(x.shape);
   for (size_t d = 0; d < start.size(); ++d) source.offset += start[d] * source.strides[d];
   strided_copy(out.shape, x.bytes->data(), source, out.bytes->data(), whole(out.shape),
-               dtype_num_bytes(x.dtype));
+               x.dtype);
   return out;
 }
 
@@ -454,7 +474,7 @@ std::vector<std::byte> element_bytes(DType dtype, double value) {
 // x: [.., N, ..], indices: [.., M, ..] -> out: [.., M, ..]
 Buffer take_along_axis_kernel(const Buffer& x, const Buffer& indices, int64_t axis,
                               double fill_value) {
-  Buffer out = Buffer::allocate(x.dtype, indices.shape);
+  Buffer out = Buffer::allocate_uninitialized(x.dtype, indices.shape);  // every element: a value or the fill
   const size_t element_num_bytes = dtype_num_bytes(x.dtype);
   const std::vector<std::byte> fill = element_bytes(x.dtype, fill_value);
   const int64_t axis_stride = row_major_strides(x.shape)[static_cast<size_t>(axis)];
@@ -495,7 +515,7 @@ Buffer scatter_add_kernel(const Buffer& operand, const Buffer& indices, const Bu
                               sums[static_cast<size_t>(row_start[0] + position * axis_stride)];
                           sum_at = wrapping_add(sum_at, Element::load(update_values[flat_index]));
                         });
-    Buffer out = Buffer::allocate(operand.dtype, operand.shape);
+    Buffer out = Buffer::allocate_uninitialized(operand.dtype, operand.shape);  // in full
     Storage* out_values = out.data<Storage>();
     for (size_t i = 0; i < sums.size(); ++i) out_values[i] = Element::store(sums[i]);
     return out;
