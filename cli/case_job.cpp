@@ -101,6 +101,7 @@ compare::ComparisonResult run_case_job(const CaseSpec& spec, const std::filesyst
     reference.out_dir = dir / "oracle";
     reference.step.program = "pmean";
     reference.step.float64 = true;
+    reference.evaluate = false;
     reference.on_step = [&](int64_t done) { progress.update(2 * steps + done); };
     progress.update(2 * steps);
     progress.phase(fmt::format("float64 oracle, {} devices", spec.parallel.replicas));

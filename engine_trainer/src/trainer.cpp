@@ -275,12 +275,12 @@ ProducerSummary EngineTrainer::finish(double setup_seconds) {
   totals.setup_seconds = setup_seconds;
   totals.step_seconds = step_seconds_;
   totals.memory = memory_report(peaks);
-  totals.results = evaluate();
+  if (options_.evaluate) totals.results = evaluate();
   totals.results["final_loss"] = global_loss_;
   totals.results["compile_count"] =
       static_cast<double>(compile_count_ + placement_->step.cache_stats().misses);
   recorder_->finish(totals);
-  summary.test_loss = totals.results.at("test_loss");
+  if (totals.results.count("test_loss")) summary.test_loss = totals.results.at("test_loss");
   if (totals.results.count("test_accuracy")) {
     summary.test_accuracy = totals.results.at("test_accuracy");
   }

@@ -84,6 +84,16 @@ void expect_cnn_fmnist_equivalent(const std::string& environment) {
   // 32 gradients, 32 parameters and 20 statistics at 2 steps, each judged against the oracle.
   EXPECT_EQ(figure(checks, "oracle", "tensors_judged"), 168);
   EXPECT_EQ(figure(checks, "oracle", "groups_beyond_oracle_band"), 0);
+  // The producers evaluate on the test split; the oracle, read for its losses and tensors only,
+  // does not.
+  const auto results = [&](const char* run) {
+    return nlohmann::json::parse(
+               testing::read_bytes(out.path(std::string("cnn-fmnist/") + run + "/run.json")))
+        .at("results");
+  };
+  EXPECT_TRUE(results("ddp").contains("test_loss"));
+  EXPECT_TRUE(results("pmap").contains("test_loss"));
+  EXPECT_FALSE(results("oracle").contains("test_loss"));
 }
 
 TEST(CliRunLayers, CnnFmnistEngineAndDdpAreEquivalentBatchNormStatisticsIncluded) {

@@ -34,6 +34,10 @@ struct EngineStepOptions {
 
 struct EngineOptions : ProducerOptions {
   EngineStepOptions step;
+  // Evaluate the final parameters on the test split (run.json's test_loss, test_accuracy).
+  // `parity run` turns it off for its float64 oracle, whose losses and tensors are all the
+  // comparison reads: an f64 pass over the 10,000 test images would cost more than its steps.
+  bool evaluate = true;
 };
 
 // Trains the case on parallel.replicas devices: all of them in this process (`place` nullopt),
