@@ -334,7 +334,7 @@ pe::Array EngineTrainer::test_outputs(const pe::Tree& params, const pe::Array& x
       const pe::Mesh mesh(devices, {{"batch", batches}});
       found = on_devices
                   .emplace(batches, pe::shard_map(eval_step, mesh,
-                                                  {{replicated, replicated, split}, {split}}))
+                                                  {{replicated, replicated, split}, {split}, true, {}}))
                   .first;
     }
     const pe::Array block = pe::slice(x, {first, 0}, {first + batches * rows, x.shape()[1]});

@@ -145,10 +145,10 @@ TEST(LoopFusion, StatisticsAreReadThroughBroadcastViews) {
     const Array row_max = max(x, {2}, /*keepdims=*/true);  // [B, T, 1]
     return Tree((x - row_mean) * 3.0 + row_max);
   };
-  const Array x = normal_array({7, 13, 10}, 10);
-  EXPECT_THAT(fusion_calls(layer_norm_like, {x}),
+  const Array tokens = normal_array({7, 13, 10}, 10);
+  EXPECT_THAT(fusion_calls(layer_norm_like, {tokens}),
               ::testing::ElementsAre("broadcast_in_dim,sub,mul,add"));
-  expect_same_bits(jit(layer_norm_like)({x}), op_by_op(layer_norm_like, {x}));
+  expect_same_bits(jit(layer_norm_like)({tokens}), op_by_op(layer_norm_like, {tokens}));
 
   const TreeFunction batch_norm_like = [](const std::vector<Tree>& args) {
     const Array& x = args[0].leaf();  // [B, H, W, C]
