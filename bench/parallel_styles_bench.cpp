@@ -4,7 +4,7 @@
 //                      split: one all-reduce per gradient
 //   JitStep/jit-fsdp   the same jit with each parameter leaf split over the devices (ZeRO-3):
 //                      all-gathers of the parameters, reduce-scatters of the gradients
-// Both are the trainer's step (engine_trainer's make_mapped_train_step for the case's
+// Both are the trainer's step (layer_step.h: make_mapped_train_step for the case's
 // parallel.style) from the case's initial parameters on the first 256 training images. The
 // partitioned programs run their collectives asynchronously (runtime/mapped_schedule.h): the
 // counters say how many collectives a step starts and how often a device thread had to wait
@@ -17,12 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "parity/common/case_spec.h"
-#include "parity/common/dataset.h"
-#include "parity/common/init_params.h"
-#include "parity/engine_trainer/case_model.h"
-#include "parity/engine_trainer/engine_trainer.h"
-#include "parity/engine_trainer/mapped_train_step.h"
+#include "layer_step.h"
 #include "runtime/executor.h"
 #include "summary_main.h"
 
@@ -34,35 +29,14 @@ namespace pe = pmap_engine;
 const std::vector<std::string> kStyles = {"jit-dp", "jit-fsdp"};
 
 void BM_JitStep(benchmark::State& state, const std::string& style) {
-  const CaseSpec spec = load_case("vit-fmnist", {"parallel.style=" + style});
-  const int64_t devices = spec.parallel.replicas;
-  const int64_t batch = devices * spec.data.per_replica_batch;
-  const engine_trainer::MappedTrainStep step =
-      engine_trainer::make_mapped_train_step(spec, pe::DeviceSet(devices));
-  const Dataset train = load_fashion_mnist("train");
-  const std::vector<float> x(train.features.begin(),
-                             train.features.begin() + batch * train.feature_dim);
-  const std::vector<int32_t> y(train.labels.begin(), train.labels.begin() + batch);
-  const pe::Tree params = engine_trainer::params_from_tensors(
-      init_model_params(spec), engine_trainer::name_separator(spec.model));
-  // jit's layout: global values, which its shardings place on the devices.
-  std::vector<pe::Tree> args = {
-      params, engine_trainer::step_optimizer(spec).init(params),
-      pe::Array::from_floats({batch, train.feature_dim}, x), pe::Array::from_ints({batch}, y),
-      engine_trainer::initial_batch_stats(spec.model, pe::DType::f32)};
-  const auto run = [&] {
-    const pe::Tree out = step(args);
-    args[0] = out[0];
-    args[1] = out[1];
-    args[4] = out[4];
-    return out[2].leaf().item();
-  };
-  state.counters["first_loss"] = run();
+  const CaseBatch& b = case_batch("vit-fmnist", 8, 32, {"parallel.style=" + style});
+  EngineLayerStep step(b);
+  state.counters["first_loss"] = step.run();
   const int64_t waits_before = pe::runtime::mapped_collective_waits();
-  for (auto _ : state) run();
+  for (auto _ : state) step.run();
   const auto steps = static_cast<double>(state.iterations());
   state.counters["collectives_per_step"] =
-      static_cast<double>(step.last_execution().num_collectives);
+      static_cast<double>(step.step().last_execution().num_collectives);
   state.counters["waits_per_step"] =
       static_cast<double>(pe::runtime::mapped_collective_waits() - waits_before) / steps;
 }
