@@ -55,7 +55,7 @@ pe::ir::Params dims(std::vector<int64_t> lhs_contracting, std::vector<int64_t> r
 }
 
 const std::vector<BatchedDot>& products() {
-  const pe::Shape tokens = {kBatch, kLength, kHeads, kDepth};  // q, k, v
+  const pe::Shape tokens = {kBatch, kLength, kHeads, kDepth};   // q, k, v
   const pe::Shape scores = {kBatch, kHeads, kLength, kLength};  // logits, weights
   const pe::Shape heads = {kBatch, kHeads, kLength, kDepth};    // the values' product
   auto heads_first = [](const torch::Tensor& t) { return t.permute({0, 2, 1, 3}); };
@@ -177,8 +177,8 @@ void register_benchmarks() {
   torch::set_num_threads(1);
   add_blas_context();
   for (const BatchedDot& dot : products()) {
-    for (const auto& [prefix, fn] : {std::pair{"BM_TorchMatmul/", BM_TorchMatmul},
-                                    std::pair{"BM_EngineDot/", BM_EngineDot}}) {
+    for (const auto& [prefix, fn] :
+         {std::pair{"BM_TorchMatmul/", BM_TorchMatmul}, std::pair{"BM_EngineDot/", BM_EngineDot}}) {
       benchmark::RegisterBenchmark((prefix + dot.name).c_str(), fn, dot)
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);

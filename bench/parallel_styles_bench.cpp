@@ -74,17 +74,17 @@ class StylesReporter : public SummaryReporter {
     // The two styles compute the same global mean loss, up to the order of its sums.
     const bool agreed = std::abs(dp_loss - fsdp_loss) <= 1e-5 * std::abs(dp_loss);
     if (!agreed) {
-      std::cout << fmt::format("FAILED: first losses {:.7f} (jit-dp) and {:.7f} (jit-fsdp) "
-                               "differ; the timing compares different work\n",
-                               dp_loss, fsdp_loss);
+      std::cout << fmt::format(
+          "FAILED: first losses {:.7f} (jit-dp) and {:.7f} (jit-fsdp) "
+          "differ; the timing compares different work\n",
+          dp_loss, fsdp_loss);
     }
     const double dp_step = dp->second / iterations_.at(dp->first);
     const double fsdp_step = fsdp->second / iterations_.at(fsdp->first);
     const double ratio = fsdp_step / dp_step;
-    targets_.add({"vit-fmnist jit-fsdp step / jit-dp step, 8 devices x 32", ratio, "<= 1.2",
-                  ratio <= 1.2,
-                  fmt::format("jit-fsdp {:.1f} ms, jit-dp {:.1f} ms", fsdp_step * 1e3,
-                              dp_step * 1e3)});
+    targets_.add(
+        {"vit-fmnist jit-fsdp step / jit-dp step, 8 devices x 32", ratio, "<= 1.2", ratio <= 1.2,
+         fmt::format("jit-fsdp {:.1f} ms, jit-dp {:.1f} ms", fsdp_step * 1e3, dp_step * 1e3)});
     return agreed && !failed_ ? 0 : 1;
   }
 

@@ -24,8 +24,8 @@ torch::Tensor evaluation_outputs(CaseModelImpl& model, const torch::Tensor& feat
   std::vector<torch::Tensor> outputs(static_cast<size_t>(num_chunks));
   // The ranks run one intra-op thread each (launcher.cpp), and only rank 0 evaluates: its
   // chunks are shared among a thread per core instead, each taking the next chunk left.
-  const auto num_workers = static_cast<size_t>(std::min<int64_t>(
-      num_chunks, std::max<int64_t>(1, std::thread::hardware_concurrency())));
+  const auto num_workers = static_cast<size_t>(
+      std::min<int64_t>(num_chunks, std::max<int64_t>(1, std::thread::hardware_concurrency())));
   std::atomic<int64_t> next_chunk{0};
   std::vector<std::exception_ptr> failures(num_workers);
   auto work = [&](size_t worker) {

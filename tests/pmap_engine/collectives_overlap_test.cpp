@@ -246,9 +246,9 @@ TEST(CollectiveSchedule, ADeviceThatFailsWhileOthersWaitForItsCollectiveIsReport
     inputs.push_back({Array::from_floats({}, {value}).buffer("test")});
   }
   for (int attempt = 0; attempt < 10; ++attempt) {
-    EXPECT_THAT([&] { runtime::execute_mapped(program, inputs, {}, mesh_axes()); },
-                ::testing::ThrowsMessage<EngineError>(
-                    HasSubstr("device 2: test_overlap_fails_from_two")));
+    EXPECT_THAT(
+        [&] { runtime::execute_mapped(program, inputs, {}, mesh_axes()); },
+        ::testing::ThrowsMessage<EngineError>(HasSubstr("device 2: test_overlap_fails_from_two")));
   }
 }
 

@@ -41,7 +41,11 @@ const std::vector<ConvCase>& cases() {
        {2, 2},
        padtype_to_pads({7, 9}, {3, 3}, {2, 2}, "SAME")},
       {"cnn 3x3 16 to 32 stride 2", {2, 28, 28, 16}, {3, 3, 16, 32}, {2, 2}, {{1, 1}, {1, 1}}},
-      {"3x3 stride 2 VALID with a leftover row", {2, 10, 10, 3}, {3, 3, 3, 2}, {2, 2}, {{0, 0}, {0, 0}}},
+      {"3x3 stride 2 VALID with a leftover row",
+       {2, 10, 10, 3},
+       {3, 3, 3, 2},
+       {2, 2},
+       {{0, 0}, {0, 0}}},
       {"kernel dilation, uneven strides and padding",
        {2, 9, 8, 3},
        {2, 3, 3, 4},
@@ -53,21 +57,40 @@ const std::vector<ConvCase>& cases() {
       {"1x1 stride 2 on odd sizes", {2, 7, 9, 3}, {1, 1, 3, 5}, {2, 2}, {{0, 0}, {0, 0}}},
       {"1x1 stride 1", {2, 6, 5, 7}, {1, 1, 7, 3}, {1, 1}, {{0, 0}, {0, 0}}},
       {"batch 1, one channel stem", {1, 28, 28, 1}, {3, 3, 1, 16}, {1, 1}, {{1, 1}, {1, 1}}},
-      {"4x4 stride 4 patch embedding with leftovers", {2, 10, 11, 1}, {4, 4, 1, 6}, {4, 4},
+      {"4x4 stride 4 patch embedding with leftovers",
+       {2, 10, 11, 1},
+       {4, 4, 1, 6},
+       {4, 4},
        {{0, 0}, {0, 0}}},
       {"5x5 stride 2 SAME",
        {2, 13, 12, 4},
        {5, 5, 4, 3},
        {2, 2},
        padtype_to_pads({13, 12}, {5, 5}, {2, 2}, "SAME")},
-      {"stride 3 over 2 taps: rows no window reads", {2, 8, 10, 3}, {2, 2, 3, 2}, {3, 3},
+      {"stride 3 over 2 taps: rows no window reads",
+       {2, 8, 10, 3},
+       {2, 2, 3, 2},
+       {3, 3},
        {{1, 0}, {0, 0}}},
-      {"negative padding (as a backward data pass)", {2, 9, 8, 2}, {2, 3, 2, 2}, {1, 1},
-       {{-1, -2}, {1, -1}}, {1, 1}, {2, 1}},
-      {"negative and wide padding (reference kernels)", {2, 6, 7, 2}, {2, 2, 2, 3}, {1, 1},
+      {"negative padding (as a backward data pass)",
+       {2, 9, 8, 2},
+       {2, 3, 2, 2},
+       {1, 1},
+       {{-1, -2}, {1, -1}},
+       {1, 1},
+       {2, 1}},
+      {"negative and wide padding (reference kernels)",
+       {2, 6, 7, 2},
+       {2, 2, 2, 3},
+       {1, 1},
        {{-1, 0}, {3, 0}}},
-      {"lhs dilation (reference kernels)", {2, 5, 4, 3}, {3, 2, 3, 4}, {3, 2}, {{1, 2}, {2, 0}},
-       {2, 3}, {1, 2}},
+      {"lhs dilation (reference kernels)",
+       {2, 5, 4, 3},
+       {3, 2, 3, 4},
+       {3, 2},
+       {{1, 2}, {2, 0}},
+       {2, 3},
+       {1, 2}},
   };
   return all;
 }
@@ -104,21 +127,19 @@ std::vector<Array> conv_and_cotangents(const ConvCase& c, const Array& x, const 
 void expect_within_f32_rounding(const ConvCase& c, bool reference) {
   const Array x = astype(irregular(c.x_shape, 0.2), DType::f32);
   const Array w = astype(irregular(c.w_shape, 0.6), DType::f32);
-  const Shape out_shape =
-      conv_general_dilated(astype(x, DType::f64), astype(w, DType::f64), c.strides, c.padding,
-                           c.lhs_dilation, c.rhs_dilation)
-          .shape();
+  const Shape out_shape = conv_general_dilated(astype(x, DType::f64), astype(w, DType::f64),
+                                               c.strides, c.padding, c.lhs_dilation, c.rhs_dilation)
+                              .shape();
   const Array g = astype(irregular(out_shape, 1.1), DType::f32);
   std::vector<Array> got;
   {
     const ConvImplementation implementation(reference);
     got = conv_and_cotangents(c, x, w, g);
   }
-  const std::vector<Array> exact = conv_and_cotangents(c, astype(x, DType::f64),
-                                                       astype(w, DType::f64), astype(g, DType::f64));
-  const std::vector<Array> magnitude =
-      conv_and_cotangents(c, abs(astype(x, DType::f64)), abs(astype(w, DType::f64)),
-                          abs(astype(g, DType::f64)));
+  const std::vector<Array> exact =
+      conv_and_cotangents(c, astype(x, DType::f64), astype(w, DType::f64), astype(g, DType::f64));
+  const std::vector<Array> magnitude = conv_and_cotangents(
+      c, abs(astype(x, DType::f64)), abs(astype(w, DType::f64)), abs(astype(g, DType::f64)));
   const double terms[] = {static_cast<double>(c.w_shape[0] * c.w_shape[1] * c.w_shape[2]),
                           static_cast<double>(c.w_shape[0] * c.w_shape[1] * c.w_shape[3]),
                           static_cast<double>(out_shape[0] * out_shape[1] * out_shape[2])};
@@ -154,8 +175,8 @@ TEST(ConvOneDnn, HalfFloatsAreTheF32ConvRoundedOnce) {
     const Array w = astype(irregular(c.w_shape, 0.6), half);
     const Array g = astype(irregular({3, 4, 5, 5}, 1.1), half);
     const std::vector<Array> got = conv_and_cotangents(c, x, w, g);
-    const std::vector<Array> f32 = conv_and_cotangents(
-        c, astype(x, DType::f32), astype(w, DType::f32), astype(g, DType::f32));
+    const std::vector<Array> f32 =
+        conv_and_cotangents(c, astype(x, DType::f32), astype(w, DType::f32), astype(g, DType::f32));
     for (size_t r = 0; r < 3; ++r) {
       EXPECT_EQ(got[r].to_doubles(), astype(f32[r], half).to_doubles()) << dtype_name(half) << r;
     }

@@ -71,9 +71,8 @@ TEST_P(DotBackends, OneDnnMatchesOpenBlasWithinTheSummationBound) {
                                          magnitude_array.to_doubles(), contracted_size(c));
 }
 
-DotDimensionNumbers dims(std::vector<int64_t> lhs_contracting,
-                         std::vector<int64_t> rhs_contracting, std::vector<int64_t> lhs_batch = {},
-                         std::vector<int64_t> rhs_batch = {}) {
+DotDimensionNumbers dims(std::vector<int64_t> lhs_contracting, std::vector<int64_t> rhs_contracting,
+                         std::vector<int64_t> lhs_batch = {}, std::vector<int64_t> rhs_batch = {}) {
   return {std::move(lhs_contracting), std::move(rhs_contracting), std::move(lhs_batch),
           std::move(rhs_batch)};
 }
@@ -104,11 +103,17 @@ INSTANTIATE_TEST_SUITE_P(
         // Attention (linen/attention.cpp) on vit-fmnist's shapes: logits q . k over depth
         // batched over (batch, heads), weights . v, and
         // the VJPs for k (the cotangent read transposed) and for the weights.
-        DotCase{"AttentionLogits", {32, 49, 4, 16}, {32, 49, 4, 16}, dims({3}, {3}, {0, 2}, {0, 2})},
-        DotCase{"AttentionValues", {32, 4, 49, 49}, {32, 49, 4, 16}, dims({3}, {1}, {0, 1}, {0, 2})},
-        DotCase{"AttentionLogitsKeyGradient", {32, 4, 49, 49}, {32, 49, 4, 16},
+        DotCase{
+            "AttentionLogits", {32, 49, 4, 16}, {32, 49, 4, 16}, dims({3}, {3}, {0, 2}, {0, 2})},
+        DotCase{
+            "AttentionValues", {32, 4, 49, 49}, {32, 49, 4, 16}, dims({3}, {1}, {0, 1}, {0, 2})},
+        DotCase{"AttentionLogitsKeyGradient",
+                {32, 4, 49, 49},
+                {32, 49, 4, 16},
                 dims({2}, {1}, {0, 1}, {0, 2})},
-        DotCase{"AttentionValuesWeightGradient", {32, 4, 49, 16}, {32, 49, 4, 16},
+        DotCase{"AttentionValuesWeightGradient",
+                {32, 4, 49, 16},
+                {32, 49, 4, 16},
                 dims({3}, {3}, {0, 1}, {0, 2})},
         // Odd sizes, so the kernels' edge blocks run.
         DotCase{"OddAttention", {3, 13, 5, 7}, {3, 11, 5, 7}, dims({3}, {3}, {0, 2}, {0, 2})}),

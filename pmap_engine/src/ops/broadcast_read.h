@@ -43,8 +43,7 @@ class BroadcastRead {
   // operand is contiguous there, a fill where it is broadcast (BatchNorm's [C] -> [B, H, W, C]
   // is runs of C copied; LayerNorm's [B, T, 1] -> [B, T, D] runs of D filled).
   template <typename Source, typename Target, typename Convert>
-  void read(const Source* operand, size_t begin, size_t count, Target* out,
-            Convert convert) const {
+  void read(const Source* operand, size_t begin, size_t count, Target* out, Convert convert) const {
     if (count == 0) return;
     const auto inner = static_cast<size_t>(extents_.back());
     const int64_t inner_stride = strides_.back();

@@ -51,8 +51,8 @@
 namespace pmap_engine {
 
 DotDimensionNumbers DotDimensionNumbers::from(const ir::Params& params) {
-  return {params.ints("lhs_contracting"), params.ints("rhs_contracting"),
-          params.ints("lhs_batch"), params.ints("rhs_batch")};
+  return {params.ints("lhs_contracting"), params.ints("rhs_contracting"), params.ints("lhs_batch"),
+          params.ints("rhs_batch")};
 }
 
 ir::Params DotDimensionNumbers::params() const {

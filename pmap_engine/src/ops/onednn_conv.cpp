@@ -55,15 +55,13 @@ dnnl::primitive_attr user_scratchpad() {
 template <typename Primitive, typename PrimitiveDesc>
 Prepared prepare(const PrimitiveDesc& pd, const memory::desc& kernel_layout, const Shape& hwio,
                  bool to_primitive) {
-  Prepared p{Primitive(pd), kernel_layout, std::nullopt,
-             pd.scratchpad_desc()};
+  Prepared p{Primitive(pd), kernel_layout, std::nullopt, pd.scratchpad_desc()};
   const memory::desc user = weights(hwio, Tag::hwio);
   if (kernel_layout != user) {
-    p.kernel_reorder = to_primitive
-                           ? dnnl::reorder(dnnl::reorder::primitive_desc(
-                                 onednn_engine(), user, onednn_engine(), kernel_layout))
-                           : dnnl::reorder(dnnl::reorder::primitive_desc(
-                                 onednn_engine(), kernel_layout, onednn_engine(), user));
+    p.kernel_reorder = to_primitive ? dnnl::reorder(dnnl::reorder::primitive_desc(
+                                          onednn_engine(), user, onednn_engine(), kernel_layout))
+                                    : dnnl::reorder(dnnl::reorder::primitive_desc(
+                                          onednn_engine(), kernel_layout, onednn_engine(), user));
   }
   return p;
 }

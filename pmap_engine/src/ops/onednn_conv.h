@@ -20,11 +20,11 @@
 namespace pmap_engine {
 
 struct OneDnnConvGeometry {
-  Shape x, w, y;                       // NHWC, HWIO, NHWC
-  std::array<int64_t, 2> strides;      // H, W
-  std::array<int64_t, 2> dilation;     // the kernel's (rhs) dilation as lax counts it: 1 = none
-  std::array<int64_t, 2> padding_lo;   // non-negative (oneDNN has no cropping)
-  std::array<int64_t, 2> padding_hi;   // non-negative
+  Shape x, w, y;                      // NHWC, HWIO, NHWC
+  std::array<int64_t, 2> strides;     // H, W
+  std::array<int64_t, 2> dilation;    // the kernel's (rhs) dilation as lax counts it: 1 = none
+  std::array<int64_t, 2> padding_lo;  // non-negative (oneDNN has no cropping)
+  std::array<int64_t, 2> padding_hi;  // non-negative
 };
 
 void onednn_conv_forward(const OneDnnConvGeometry& g, const float* x, const float* w, float* y);

@@ -10,12 +10,11 @@
 // shares the process in tests and benchmarks, keeps its own setting.
 #pragma once
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
 namespace pmap_engine {

@@ -111,7 +111,10 @@ class CollectiveRendezvous {
   // `local_devices` run here (devices first_device .. of the mesh, with a `span`).
   CollectiveRendezvous(const ir::Program& program, const std::vector<MeshAxis>& mesh_axes,
                        size_t local_devices, const ProcessSpan* span)
-      : program_(program), mesh_axes_(mesh_axes), local_devices_(local_devices), span_(span),
+      : program_(program),
+        mesh_axes_(mesh_axes),
+        local_devices_(local_devices),
+        span_(span),
         failed_(local_devices, false) {
     for (size_t e = 0; e < program.equations.size(); ++e) {
       if (program.equations[e].primitive->kernel) continue;
@@ -202,8 +205,8 @@ class CollectiveRendezvous {
 
  private:
   struct Collective {
-    explicit Collective(size_t devices) : operands(devices), started(devices, false),
-                                          results(devices) {}
+    explicit Collective(size_t devices)
+        : operands(devices), started(devices, false), results(devices) {}
     std::vector<std::vector<const Buffer*>> operands;  // [local device][operand]
     std::vector<bool> started;
     size_t starts = 0;

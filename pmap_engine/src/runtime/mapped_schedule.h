@@ -143,5 +143,4 @@ inline size_t exposed_collectives(const std::vector<Step>& steps) {
   return exposed;
 }
 
-
 }  // namespace pmap_engine::runtime
