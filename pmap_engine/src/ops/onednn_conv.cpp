@@ -44,12 +44,6 @@ struct Prepared {
   memory::desc scratchpad;
 };
 
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
-
 // `to_primitive`: the reorder reads HWIO into the primitive's layout (forward, backward data);
 // else it writes the primitive's kernel layout back as HWIO (backward weights).
 template <typename Primitive, typename PrimitiveDesc>
@@ -83,7 +77,7 @@ typename Primitive::primitive_desc backward_pd(const OneDnnConvGeometry& g) {
   const typename Primitive::desc desc(dnnl::algorithm::convolution_direct, activations(g.x),
                                       weights(g.w, Tag::any), activations(g.y), w.strides,
                                       w.dilates, w.padding_l, w.padding_r);
-  return {desc, user_scratchpad(), onednn_engine(), forward_pd(g, dnnl::primitive_attr())};
+  return {desc, user_scratchpad_attr(), onednn_engine(), forward_pd(g, dnnl::primitive_attr())};
 }
 
 // A primitive's cache key (each pass has its own cache).
@@ -96,23 +90,13 @@ std::vector<int64_t> key_of(const OneDnnConvGeometry& g) {
   return key;
 }
 
-// Per-thread scratch for a call: the primitive's scratchpad and the kernel in its layout.
-struct CallScratch {
-  std::vector<uint8_t, UninitializedAllocator<uint8_t>> scratchpad;
-  std::vector<uint8_t, UninitializedAllocator<uint8_t>> kernel;
-};
-CallScratch& call_scratch() {
-  thread_local CallScratch scratch;
-  return scratch;
-}
-
 memory wrap(const memory::desc& md, const float* data) {
   return memory(md, onednn_engine(), const_cast<float*>(data));
 }
 
 // The per-thread buffer holding the kernel in the primitive's layout.
 memory kernel_buffer(const Prepared& p) {
-  std::vector<uint8_t, UninitializedAllocator<uint8_t>>& buffer = call_scratch().kernel;
+  thread_local std::vector<uint8_t, UninitializedAllocator<uint8_t>> buffer;
   buffer.resize(p.kernel_layout.get_size());
   return memory(p.kernel_layout, onednn_engine(), buffer.data());
 }
@@ -127,9 +111,7 @@ memory kernel_to_read(const Prepared& p, const Shape& hwio, const float* w, OneD
 }
 
 void execute(const Prepared& p, std::unordered_map<int, memory> args, OneDnnCall& call) {
-  std::vector<uint8_t, UninitializedAllocator<uint8_t>>& scratchpad = call_scratch().scratchpad;
-  scratchpad.resize(p.scratchpad.get_size());
-  args.emplace(DNNL_ARG_SCRATCHPAD, memory(p.scratchpad, onednn_engine(), scratchpad.data()));
+  args.emplace(DNNL_ARG_SCRATCHPAD, call.scratchpad(p.scratchpad));
   p.conv.execute(call.stream(), args);
 }
 
@@ -139,7 +121,7 @@ void onednn_conv_forward(const OneDnnConvGeometry& g, const float* x, const floa
   OneDnnCall call;
   static OneDnnCache<Prepared> cache;
   const Prepared& p = cache.get(key_of(g), [&] {
-    const auto pd = forward_pd(g, user_scratchpad());
+    const auto pd = forward_pd(g, user_scratchpad_attr());
     return prepare<dnnl::convolution_forward>(pd, pd.weights_desc(), g.w, true);
   });
   execute(p,

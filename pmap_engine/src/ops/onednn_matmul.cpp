@@ -35,12 +35,8 @@ MatmulPrimitive make_primitive(const StridedMatmul& product) {
   Shape out_shape = product.batch;
   out_shape.insert(out_shape.end(), {product.m, product.n});
   made.out = strided_desc(product, product.m, product.n, row_major_strides(out_shape));
-  // The scratchpad comes from the calling thread (below), so that device threads running the
-  // same primitive at once never share one.
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const dnnl::matmul::primitive_desc desc(dnnl::matmul::desc(made.lhs, made.rhs, made.out), attr,
-                                          onednn_engine());
+  const dnnl::matmul::primitive_desc desc(dnnl::matmul::desc(made.lhs, made.rhs, made.out),
+                                          user_scratchpad_attr(), onednn_engine());
   made.scratchpad = desc.scratchpad_desc();
   made.matmul = dnnl::matmul(desc);
   return made;
@@ -53,20 +49,6 @@ std::vector<int64_t> cache_key(const StridedMatmul& product) {
   key.insert(key.end(), product.lhs_strides.begin(), product.lhs_strides.end());
   key.insert(key.end(), product.rhs_strides.begin(), product.rhs_strides.end());
   return key;
-}
-
-// The calling thread's scratchpad, grown to `bytes`, aligned as oneDNN's own allocations are.
-void* thread_scratchpad(size_t bytes) {
-  constexpr size_t kAlignment = 64;
-  thread_local std::unique_ptr<std::byte[]> storage;
-  thread_local size_t capacity = 0;
-  if (capacity < bytes) {
-    storage = std::make_unique<std::byte[]>(bytes + kAlignment);
-    capacity = bytes;
-  }
-  void* start = storage.get();
-  size_t space = capacity + kAlignment;
-  return std::align(kAlignment, bytes, start, space);
 }
 
 }  // namespace
@@ -91,12 +73,11 @@ void onednn_matmul(const StridedMatmul& product, const float* lhs, const float* 
   memory lhs_memory(primitive.lhs, engine, const_cast<float*>(lhs));
   memory rhs_memory(primitive.rhs, engine, const_cast<float*>(rhs));
   memory out_memory(primitive.out, engine, out);
-  memory scratchpad(primitive.scratchpad, engine,
-                    thread_scratchpad(primitive.scratchpad.get_size()));
-  primitive.matmul.execute(call.stream(), {{DNNL_ARG_SRC, lhs_memory},
-                                           {DNNL_ARG_WEIGHTS, rhs_memory},
-                                           {DNNL_ARG_DST, out_memory},
-                                           {DNNL_ARG_SCRATCHPAD, scratchpad}});
+  primitive.matmul.execute(call.stream(),
+                           {{DNNL_ARG_SRC, lhs_memory},
+                            {DNNL_ARG_WEIGHTS, rhs_memory},
+                            {DNNL_ARG_DST, out_memory},
+                            {DNNL_ARG_SCRATCHPAD, call.scratchpad(primitive.scratchpad)}});
   call.stream().wait();
 }
 

@@ -22,6 +22,10 @@ namespace pmap_engine {
 // The process's oneDNN CPU engine.
 const dnnl::engine& onednn_engine();
 
+// Attributes of a primitive whose scratchpad the caller passes (OneDnnCall::scratchpad), so that
+// device threads running one cached primitive at once never share one.
+dnnl::primitive_attr user_scratchpad_attr();
+
 // Scope of one oneDNN call on the calling thread: one OpenMP thread, and that thread's stream.
 class OneDnnCall {
  public:
@@ -31,6 +35,9 @@ class OneDnnCall {
   OneDnnCall& operator=(const OneDnnCall&) = delete;
 
   dnnl::stream& stream();
+  // The calling thread's scratchpad for a primitive whose scratchpad is `desc`, grown as needed
+  // and aligned as oneDNN's own allocations are; valid until the thread's next call.
+  dnnl::memory scratchpad(const dnnl::memory::desc& desc);
 
  private:
   int previous_threads_;
